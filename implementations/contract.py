@@ -1,0 +1,154 @@
+"""Input validation shared by every backend: shapes, dtypes and values of the contract's scores.
+
+Written against what every array library offers (``.shape``, ``.ndim``, comparison operators,
+``.any()``), so the torch and jax backends raise the same ``ValueError`` with the same message.
+Small integer/bool arrays (lengths, tags, masks) are inspected on the host with NumPy.
+Checks that need inference itself (is any tag sequence allowed? is the gold path's score finite?)
+are computed by the backend and reported through :func:`raise_for_rows`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+Array = Any  # a torch.Tensor or a jax.Array
+
+
+@dataclass(frozen=True)
+class ChainShape:
+    """Sizes of a validated batch: ``batch`` B, padded ``length`` N, ``num_tags`` T."""
+
+    batch: int
+    length: int
+    num_tags: int
+    per_position: bool  # transitions given per position, (B, N-1, T, T), rather than shared (T, T)
+
+
+def to_numpy(x: Array) -> np.ndarray:
+    """Host copy of a small array of any backend."""
+    if hasattr(x, "detach"):  # torch
+        x = x.detach().cpu()
+    return np.asarray(x)
+
+
+def dtype_kind(x: Array) -> str:
+    """NumPy kind letter of an array's dtype: 'f' float, 'i'/'u' integer, 'b' bool."""
+    name = str(x.dtype).removeprefix("torch.")
+    if name.startswith(("float", "bfloat", "half", "double")):
+        return "f"
+    return np.dtype(name).kind
+
+
+def _check_float(name: str, x: Array, expected: tuple[int | str, ...]) -> None:
+    if x.ndim != len(expected):
+        raise ValueError(f"{name} must have shape {_fmt(expected)}, got rank {x.ndim}: {tuple(x.shape)}")
+    if dtype_kind(x) != "f":
+        raise ValueError(f"{name} must be a floating-point array, got dtype {x.dtype}")
+    if bool((x != x).any()):
+        raise ValueError(f"{name} contains NaN")
+    if bool((x == math.inf).any()):
+        raise ValueError(f"{name} contains +inf (only -inf, meaning 'forbidden', is allowed)")
+
+
+def _fmt(shape: tuple[int | str, ...]) -> str:
+    return "(" + ", ".join(str(s) for s in shape) + ")"
+
+
+def check_scores(
+    emissions: Array,
+    transitions: Array,
+    lengths: Array,
+    start: Array | None = None,
+    end: Array | None = None,
+) -> ChainShape:
+    """Validate the scores every function takes and return their sizes.
+
+    Raises ``ValueError`` naming the argument for a wrong rank or shape, a non-float score, NaN or
+    +inf anywhere, non-integer lengths, or lengths outside ``1 <= lengths[b] <= N``.
+    """
+    _check_float("emissions", emissions, ("B", "N", "T"))
+    batch, length, num_tags = (int(s) for s in emissions.shape)
+    if length < 1 or num_tags < 1:
+        raise ValueError(f"emissions must have N >= 1 and T >= 1, got shape {tuple(emissions.shape)}")
+    per_position = transitions.ndim == 4
+    expected = (batch, length - 1, num_tags, num_tags) if per_position else (num_tags, num_tags)
+    _check_float("transitions", transitions, expected)
+    if tuple(int(s) for s in transitions.shape) != expected:
+        raise ValueError(
+            f"transitions must have shape (T, T) = {_fmt(expected[-2:])} or (B, N-1, T, T) = "
+            f"{_fmt((batch, length - 1, num_tags, num_tags))}, got {tuple(transitions.shape)}"
+        )
+    for name, boundary in (("start", start), ("end", end)):
+        if boundary is not None:
+            _check_float(name, boundary, ("T",))
+            if int(boundary.shape[0]) != num_tags:
+                raise ValueError(f"{name} must have shape (T,) = ({num_tags},), got {tuple(boundary.shape)}")
+    if lengths.ndim != 1 or int(lengths.shape[0]) != batch:
+        raise ValueError(f"lengths must have shape (B,) = ({batch},), got {tuple(lengths.shape)}")
+    if dtype_kind(lengths) not in "iu":
+        raise ValueError(f"lengths must be an integer array, got dtype {lengths.dtype}")
+    host = to_numpy(lengths)
+    bad = np.flatnonzero((host < 1) | (host > length))
+    if bad.size:
+        raise ValueError(
+            f"lengths must satisfy 1 <= lengths[b] <= N = {length}; "
+            f"lengths[{int(bad[0])}] = {int(host[bad[0]])}"
+        )
+    return ChainShape(batch, length, num_tags, per_position)
+
+
+def valid_positions(lengths: Array, length: int) -> np.ndarray:
+    """(B, N) bool host mask, True where ``position < lengths[b]``."""
+    return np.arange(length)[None, :] < to_numpy(lengths)[:, None]
+
+
+def check_tags(tags: Array, shape: ChainShape, lengths: Array) -> None:
+    """Gold tags: integer, (B, N), in ``[0, T)`` inside each length; padding may hold anything."""
+    expected = (shape.batch, shape.length)
+    if tuple(int(s) for s in tags.shape) != expected:
+        raise ValueError(f"tags must have shape (B, N) = {_fmt(expected)}, got {tuple(tags.shape)}")
+    if dtype_kind(tags) not in "iu":
+        raise ValueError(f"tags must be an integer array, got dtype {tags.dtype}")
+    host = to_numpy(tags)
+    inside = valid_positions(lengths, shape.length)
+    bad = np.argwhere(inside & ((host < 0) | (host >= shape.num_tags)))
+    if bad.size:
+        b, i = (int(v) for v in bad[0])
+        raise ValueError(
+            f"tags out of range: tags[{b}, {i}] = {int(host[b, i])}, expected 0 <= tag < T = {shape.num_tags}"
+        )
+
+
+def check_allowed(allowed: Array, shape: ChainShape) -> None:
+    """Partial-annotation mask: bool, (B, N, T)."""
+    expected = (shape.batch, shape.length, shape.num_tags)
+    if tuple(int(s) for s in allowed.shape) != expected:
+        raise ValueError(f"allowed must have shape (B, N, T) = {_fmt(expected)}, got {tuple(allowed.shape)}")
+    if dtype_kind(allowed) != "b":
+        raise ValueError(f"allowed must be a bool array, got dtype {allowed.dtype}")
+
+
+def check_choice(name: str, value: object, choices: tuple[object, ...]) -> None:
+    """A keyword option must be one of a fixed set."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+
+
+def check_positive(name: str, value: float, *, integer: bool = False) -> None:
+    """A keyword option that must be > 0 (and an int where ``integer``)."""
+    if integer and (isinstance(value, bool) or not isinstance(value, int | np.integer)):
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if not value > 0:
+        raise ValueError(f"{name} must be > 0, got {value!r}")
+
+
+def raise_for_rows(bad_rows: Array, problem: str) -> None:
+    """Raise ``ValueError`` listing the batch rows flagged in ``bad_rows`` (B,) bool."""
+    rows = np.flatnonzero(to_numpy(bad_rows))
+    if rows.size:
+        shown = ", ".join(str(int(r)) for r in rows[:10]) + (" ..." if rows.size > 10 else "")
+        raise ValueError(f"sequence(s) {shown} {problem}")

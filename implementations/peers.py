@@ -1,0 +1,54 @@
+"""Converters from the contract's scores to the two PyTorch CRF libraries people compare with.
+
+* pytorch-crf 0.7.2 (``torchcrf.CRF``): shared ``transitions[from, to]`` plus ``start_transitions``
+  and ``end_transitions``, emissions batch-first, a boolean ``mask`` instead of lengths.
+* torch-struct 0.5 (``torch_struct.LinearChainCRF``): one potential per edge,
+  ``log_potentials[b, n, cur, prev]`` (B, N-1, T, T), with every unary folded into an edge and
+  ``lengths`` masking the rest; it needs N >= 2.
+
+Both are optional dependencies (the ``peers`` extra); they are imported only when called.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from .torch_backend._scores import arc_weights, position_mask
+
+
+def to_pytorch_crf(
+    transitions: Tensor, start: Tensor | None = None, end: Tensor | None = None
+) -> Any:
+    """A ``torchcrf.CRF`` (batch-first) holding these shared (T, T) transitions and start/end scores."""
+    from torchcrf import CRF
+
+    if transitions.ndim != 2:
+        raise ValueError("pytorch-crf supports shared (T, T) transitions only, got "
+                         f"shape {tuple(transitions.shape)}")
+    num_tags = transitions.shape[-1]
+    crf = CRF(num_tags, batch_first=True).to(dtype=transitions.dtype, device=transitions.device)
+    with torch.no_grad():
+        crf.transitions.copy_(transitions)
+        crf.start_transitions.copy_(transitions.new_zeros(num_tags) if start is None else start)
+        crf.end_transitions.copy_(transitions.new_zeros(num_tags) if end is None else end)
+    return crf
+
+
+def pytorch_crf_mask(lengths: Tensor, length: int) -> Tensor:
+    """pytorch-crf's (B, N) bool mask for these lengths."""
+    return position_mask(lengths, length)
+
+
+def to_torch_struct(
+    emissions: Tensor, transitions: Tensor, lengths: Tensor,
+    start: Tensor | None = None, end: Tensor | None = None,
+) -> Tensor:
+    """torch-struct edge potentials ``[b, n, cur, prev]`` (B, N-1, T, T); needs N >= 2 and
+    lengths >= 2 (torch-struct has no representation of a one-tag chain). Differentiable."""
+    if emissions.shape[1] < 2 or bool((lengths < 2).any()):
+        raise ValueError("torch-struct's LinearChainCRF needs every length >= 2")
+    weights, _ = arc_weights(emissions, transitions, lengths, start, end)
+    return weights.transpose(-1, -2).contiguous()

@@ -1,0 +1,27 @@
+"""Slow, independent NumPy/SciPy reference oracles for the test suite.
+
+Everything here works on **one sequence at a time**, in float64, with plain loops where a loop
+makes the mathematics easier to read. None of it is meant to be fast; it is meant to be obviously
+right, and written without looking at the backends it checks.
+
+Modules:
+
+- :mod:`.brute_force` -- enumerate all ``T**n`` tag sequences: scores, ``log Z``, exact
+  marginals, best path, ``log Z`` restricted to an allowed mask (exact CRF oracle).
+- :mod:`.ibp` -- the BCRF iterative Bregman projections (digest §1.4), cluster by cluster.
+- :mod:`.bregman_convex` -- an independent convex solve of ``max_{q in conv(Y)} <q, θ> + H(q)``
+  via its smooth dual (the BCRF limit point).
+- :mod:`.meanfield` -- naive mean field with parallel (Jacobi) updates, loop by loop.
+- :mod:`.unstructured` -- per-token softmax baseline and its "repair" decoder.
+
+Conventions (shared with the backends' contract, ``docs/API.md``): a single instance is given by
+``emissions (n, T)``, ``transitions`` either ``(T, T)`` (shared) or ``(n - 1, T, T)`` (per
+position, axis order ``[prev, cur]``), and optional ``start``/``end`` of shape ``(T,)``.
+``-inf`` forbids a tag or a transition.
+"""
+
+from __future__ import annotations
+
+from . import bregman_convex, brute_force, ibp, meanfield, unstructured
+
+__all__ = ["bregman_convex", "brute_force", "ibp", "meanfield", "unstructured"]

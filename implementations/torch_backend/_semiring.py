@@ -1,0 +1,51 @@
+"""Log-space primitives whose gradients stay finite when every input is -inf.
+
+``torch.logsumexp`` returns -inf for an all -inf slice but its gradient there is NaN
+(``exp(-inf - -inf)``), which poisons autograd through forbidden tags. Every method that
+differentiates through a log-sum-exp uses :func:`logsumexp` instead.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+class _LogSumExp(torch.autograd.Function):
+    """logsumexp over one dim whose backward is exactly 0 where the result is -inf."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, dim: int) -> Tensor:  # type: ignore[override]
+        result = torch.logsumexp(x, dim, keepdim=True)
+        ctx.save_for_backward(x, result)
+        ctx.dim = dim
+        return result.squeeze(dim)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:  # type: ignore[override]
+        x, result = ctx.saved_tensors
+        weights = torch.exp(x - result)
+        weights = torch.where(torch.isneginf(result), 0.0, weights)
+        return grad.unsqueeze(ctx.dim) * weights, None
+
+
+def logsumexp(x: Tensor, dim: int) -> Tensor:
+    """``log Σ exp(x)`` along ``dim`` (removed), -inf for an all -inf slice, finite gradients."""
+    return _LogSumExp.apply(x, dim)
+
+
+def log_matmul(a: Tensor, b: Tensor) -> Tensor:
+    """Log-semiring matrix product ``c[..., i, k] = LSE_j a[..., i, j] + b[..., j, k]``."""
+    return logsumexp(a.unsqueeze(-1) + b.unsqueeze(-3), dim=-2)
+
+
+def max_matmul(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    """Max-plus matrix product and its argmax: ``c[..., i, k] = max_j a[..., i, j] + b[..., j, k]``."""
+    return (a.unsqueeze(-1) + b.unsqueeze(-3)).max(dim=-2)
+
+
+def log_identity(batch_shape: tuple[int, ...], num_tags: int, like: Tensor) -> Tensor:
+    """Log-semiring identity matrices: 0 on the diagonal, -inf elsewhere, shape (*batch, T, T)."""
+    eye = torch.full((num_tags, num_tags), -torch.inf, dtype=like.dtype, device=like.device)
+    eye.fill_diagonal_(0.0)
+    return eye.expand(*batch_shape, num_tags, num_tags)

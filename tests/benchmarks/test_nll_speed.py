@@ -1,0 +1,94 @@
+"""Benchmark, not a test: training-loss forward + backward at B=64, N=50, T=17 on one CPU thread.
+
+Exact CRF NLL for ``crf``, ``crf-scan``, pytorch-crf 0.7.2 and torch-struct 0.5, and the BCRF
+(10 iterations) and mean-field (10 iterations) losses, all on the same scores (shared
+transitions, start/end scores, lengths 25..50). In the normal test run (``--benchmark-disable``)
+each body runs once as a smoke check; time it with::
+
+    python -m pytest tests/benchmarks --benchmark-enable --benchmark-only --benchmark-columns=median,iqr,rounds
+
+One thread because torch's default two threads stall for hundreds of ms on a loaded 2-core machine.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import implementations
+from implementations import peers
+
+BATCH, LENGTH, NUM_TAGS = 64, 50, 17
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def scores():
+    generator = torch.Generator().manual_seed(0)
+    emissions = torch.randn(BATCH, LENGTH, NUM_TAGS, generator=generator).requires_grad_()
+    transitions = torch.randn(NUM_TAGS, NUM_TAGS, generator=generator).requires_grad_()
+    start = torch.randn(NUM_TAGS, generator=generator).requires_grad_()
+    end = torch.randn(NUM_TAGS, generator=generator).requires_grad_()
+    lengths = torch.randint(LENGTH // 2, LENGTH + 1, (BATCH,), generator=generator)
+    lengths[0] = LENGTH
+    tags = torch.randint(0, NUM_TAGS, (BATCH, LENGTH), generator=generator)
+    return emissions, transitions, lengths, tags, start, end
+
+
+def _forward_backward(loss_fn, leaves):
+    def run():
+        loss_fn().sum().backward()
+        for leaf in leaves:
+            leaf.grad = None
+    return run
+
+
+def _record(benchmark, name):
+    benchmark.group = f"nll forward+backward B={BATCH} N={LENGTH} T={NUM_TAGS}"
+    benchmark.extra_info.update(implementation=name, threads=torch.get_num_threads())
+
+
+@pytest.mark.parametrize(
+    ("method", "options"),
+    [("crf", {}), ("crf-scan", {}), ("bcrf", {"iterations": 10}), ("meanfield", {"iterations": 10})],
+    ids=["crf", "crf-scan", "bcrf-10", "meanfield-10"],
+)
+def test_ours(benchmark, scores, method, options):
+    emissions, transitions, lengths, tags, start, end = scores
+    loss = implementations.get(method, "torch").loss
+    _record(benchmark, method)
+    benchmark(_forward_backward(
+        lambda: loss(emissions, transitions, lengths, tags, start=start, end=end, **options),
+        (emissions, transitions, start, end),
+    ))
+
+
+def test_pytorch_crf(benchmark, scores):
+    pytest.importorskip("torchcrf")
+    emissions, transitions, lengths, tags, start, end = scores
+    crf = peers.to_pytorch_crf(transitions.detach(), start.detach(), end.detach())
+    mask = peers.pytorch_crf_mask(lengths, LENGTH)
+    _record(benchmark, "pytorch-crf 0.7.2")
+    benchmark(_forward_backward(
+        lambda: -crf(emissions, tags, mask=mask, reduction="none"), (emissions, *crf.parameters())
+    ))
+
+
+def test_torch_struct(benchmark, scores):
+    torch_struct = pytest.importorskip("torch_struct")
+    emissions, transitions, lengths, tags, start, end = scores
+    parts = torch_struct.LinearChainCRF.struct.to_parts(tags, NUM_TAGS, lengths=lengths).to(emissions.dtype)
+
+    def nll():
+        potentials = peers.to_torch_struct(emissions, transitions, lengths, start, end)
+        return -torch_struct.LinearChainCRF(potentials, lengths=lengths).log_prob(parts)
+
+    _record(benchmark, "torch-struct 0.5")
+    benchmark(_forward_backward(nll, (emissions, transitions, start, end)))

@@ -1,0 +1,274 @@
+"""Random chain instances for the tests, and small helpers to call the backends and references.
+
+An :class:`Instance` is a padded batch in NumPy float64: emissions ``(B, N, T)``, transitions
+shared ``(T, T)`` or per position ``(B, N-1, T, T)``, lengths ``(B,)``, optional start/end, and a
+*planted* gold path per sequence whose score is finite (so every sequence has at least one valid
+tag sequence, whatever the random ``-inf`` pattern). Everything past a sequence's length is
+garbage (large values and ``-inf``) that the backends must ignore.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import torch
+from hypothesis import strategies as st
+
+from implementations.reference import brute_force
+
+GARBAGE_SCALE = 40.0
+
+
+@dataclass(frozen=True)
+class Instance:
+    """A padded batch of chain-CRF scores (NumPy, float64) with a planted valid gold path."""
+
+    emissions: np.ndarray  # (B, N, T)
+    transitions: np.ndarray  # (T, T) or (B, N-1, T, T)
+    lengths: np.ndarray  # (B,) int64
+    start: np.ndarray | None  # (T,)
+    end: np.ndarray | None  # (T,)
+    gold: np.ndarray  # (B, N) int64, -1 on padding
+
+    @property
+    def batch(self) -> int:
+        return int(self.emissions.shape[0])
+
+    @property
+    def length(self) -> int:
+        return int(self.emissions.shape[1])
+
+    @property
+    def num_tags(self) -> int:
+        return int(self.emissions.shape[2])
+
+    @property
+    def per_position(self) -> bool:
+        return self.transitions.ndim == 4
+
+    def seq(self, b: int) -> dict[str, Any]:
+        """Sequence ``b`` cut to its length, as keyword arguments for the reference oracles."""
+        n = int(self.lengths[b])
+        trans = self.transitions[b, : n - 1] if self.per_position else self.transitions
+        return {
+            "emissions": self.emissions[b, :n],
+            "transitions": trans,
+            "start": self.start,
+            "end": self.end,
+        }
+
+    def arc_weights(self, b: int) -> np.ndarray:
+        """Folded arc weights ``w (n-1, T, T)`` of sequence ``b`` (contract convention)."""
+        from implementations.reference.common import fold_arc_weights
+
+        return fold_arc_weights(**self.seq(b))
+
+    def alone(self, b: int) -> Instance:
+        """Sequence ``b`` as a batch of one, with ``N = lengths[b]`` (no padding at all)."""
+        n = int(self.lengths[b])
+        trans = self.transitions[b : b + 1, : n - 1] if self.per_position else self.transitions
+        return Instance(
+            self.emissions[b : b + 1, :n].copy(),
+            trans.copy(),
+            np.array([n], dtype=np.int64),
+            self.start,
+            self.end,
+            self.gold[b : b + 1, :n].copy(),
+        )
+
+    def with_per_position(self) -> Instance:
+        """The same scores with shared transitions expanded to ``(B, N-1, T, T)``."""
+        if self.per_position:
+            return self
+        trans = np.broadcast_to(
+            self.transitions, (self.batch, self.length - 1, self.num_tags, self.num_tags)
+        ).copy()
+        return replace(self, transitions=trans)
+
+    def valid(self) -> np.ndarray:
+        """``(B, N)`` bool: position inside the sequence."""
+        return np.arange(self.length)[None, :] < self.lengths[:, None]
+
+    def torch(self, dtype: torch.dtype = torch.float64, grad: bool = False) -> dict[str, Any]:
+        """Keyword arguments ``emissions, transitions, lengths, start, end`` as torch tensors.
+
+        With ``grad`` the float tensors require gradients (leaves).
+        """
+
+        def conv(x: np.ndarray | None) -> torch.Tensor | None:
+            if x is None:
+                return None
+            return torch.tensor(x, dtype=dtype, requires_grad=grad)
+
+        return {
+            "emissions": conv(self.emissions),
+            "transitions": conv(self.transitions),
+            "lengths": torch.tensor(self.lengths, dtype=torch.int64),
+            "start": conv(self.start),
+            "end": conv(self.end),
+        }
+
+    def gold_tensor(self) -> torch.Tensor:
+        return torch.tensor(self.gold, dtype=torch.int64)
+
+
+def make_instance(
+    rng: np.random.Generator,
+    *,
+    batch: int,
+    length: int,
+    num_tags: int,
+    lengths: np.ndarray | list[int] | None = None,
+    per_position: bool = True,
+    start: bool = True,
+    end: bool = True,
+    neg_inf: float = 0.0,
+    scale: float = 1.0,
+    garbage: bool = True,
+) -> Instance:
+    """A random batch: N(0, scale²) scores, each entry ``-inf`` with probability ``neg_inf``.
+
+    A random gold path is then planted in every sequence (its emissions, transitions and
+    boundary scores made finite), so each sequence has at least one finite tag sequence. With
+    ``garbage``, values past each length are replaced by large random values and ``-inf``.
+    """
+    if lengths is None:
+        lengths = rng.integers(1, length + 1, size=batch)
+        lengths[rng.integers(batch)] = length
+    lengths = np.asarray(lengths, dtype=np.int64)
+    assert lengths.shape == (batch,) and lengths.min() >= 1 and lengths.max() <= length
+
+    def draw(shape: tuple[int, ...]) -> np.ndarray:
+        x = rng.normal(0.0, scale, size=shape)
+        if neg_inf > 0:
+            x[rng.random(shape) < neg_inf] = -np.inf
+        return x
+
+    emissions = draw((batch, length, num_tags))
+    trans_shape = (batch, length - 1, num_tags, num_tags) if per_position else (num_tags, num_tags)
+    transitions = draw(trans_shape)
+    start_v = draw((num_tags,)) if start else None
+    end_v = draw((num_tags,)) if end else None
+    gold = -np.ones((batch, length), dtype=np.int64)
+    for b in range(batch):
+        n = int(lengths[b])
+        y = rng.integers(num_tags, size=n)
+        gold[b, :n] = y
+        for i in range(n):
+            if not np.isfinite(emissions[b, i, y[i]]):
+                emissions[b, i, y[i]] = rng.normal(0.0, scale)
+        for i in range(n - 1):
+            block = transitions[b, i] if per_position else transitions
+            if not np.isfinite(block[y[i], y[i + 1]]):
+                block[y[i], y[i + 1]] = rng.normal(0.0, scale)
+        if start_v is not None and not np.isfinite(start_v[y[0]]):
+            start_v[y[0]] = rng.normal(0.0, scale)
+        if end_v is not None and not np.isfinite(end_v[y[-1]]):
+            end_v[y[-1]] = rng.normal(0.0, scale)
+    if garbage:
+        for b in range(batch):
+            n = int(lengths[b])
+            pad = emissions[b, n:]
+            pad[...] = rng.normal(0.0, GARBAGE_SCALE, size=pad.shape)
+            pad[rng.random(pad.shape) < 0.3] = -np.inf
+            if per_position:
+                tpad = transitions[b, max(n - 1, 0) :]
+                tpad[...] = rng.normal(0.0, GARBAGE_SCALE, size=tpad.shape)
+                tpad[rng.random(tpad.shape) < 0.3] = -np.inf
+    return Instance(emissions, transitions, lengths, start_v, end_v, gold)
+
+
+def all_lengths_instance(
+    seed: int,
+    num_tags: int,
+    *,
+    max_len: int = 6,
+    per_position: bool = True,
+    boundary: bool = True,
+    neg_inf: float = 0.0,
+    scale: float = 1.0,
+) -> Instance:
+    """A batch holding one sequence of every length ``1..max_len`` (shuffled), ``N = max_len``."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.permutation(np.arange(1, max_len + 1))
+    return make_instance(
+        rng,
+        batch=max_len,
+        length=max_len,
+        num_tags=num_tags,
+        lengths=lengths,
+        per_position=per_position,
+        start=boundary,
+        end=boundary,
+        neg_inf=neg_inf,
+        scale=scale,
+    )
+
+
+@st.composite
+def instances(
+    draw: st.DrawFn,
+    *,
+    max_batch: int = 4,
+    max_len: int = 6,
+    max_tags: int = 4,
+    min_tags: int = 1,
+    neg_inf: tuple[float, ...] = (0.0, 0.2, 0.4),
+    scale: tuple[float, ...] = (1.0, 3.0),
+) -> Instance:
+    """Hypothesis strategy for :class:`Instance`: sizes, options and a seed for NumPy."""
+    batch = draw(st.integers(1, max_batch))
+    length = draw(st.integers(1, max_len))
+    num_tags = draw(st.integers(min_tags, max_tags))
+    per_position = draw(st.booleans())
+    start = draw(st.booleans())
+    end = draw(st.booleans())
+    p_inf = draw(st.sampled_from(neg_inf))
+    sc = draw(st.sampled_from(scale))
+    seed = draw(st.integers(0, 2**32 - 1))
+    return make_instance(
+        np.random.default_rng(seed),
+        batch=batch,
+        length=length,
+        num_tags=num_tags,
+        per_position=per_position,
+        start=start,
+        end=end,
+        neg_inf=p_inf,
+        scale=sc,
+    )
+
+
+def random_allowed(rng: np.random.Generator, inst: Instance, density: float = 0.6) -> np.ndarray:
+    """``(B, N, T)`` bool mask that always permits the planted gold path (garbage on padding)."""
+    allowed = rng.random((inst.batch, inst.length, inst.num_tags)) < density
+    for b in range(inst.batch):
+        n = int(inst.lengths[b])
+        allowed[b, np.arange(n), inst.gold[b, :n]] = True
+    return allowed
+
+
+def path_is_valid(inst: Instance, b: int, path: np.ndarray) -> bool:
+    """The tag sequence has a finite score under sequence ``b``'s scores."""
+    return bool(np.isfinite(brute_force.path_score(path, **inst.seq(b))))
+
+
+def npy(x: torch.Tensor) -> np.ndarray:
+    return x.detach().cpu().numpy()
+
+
+def scale_instance(inst: Instance, factor: float) -> Instance:
+    """All scores multiplied by ``factor > 0`` (``-inf`` stays ``-inf``)."""
+
+    def mul(x: np.ndarray | None) -> np.ndarray | None:
+        return None if x is None else x * factor
+
+    return replace(
+        inst,
+        emissions=inst.emissions * factor,
+        transitions=inst.transitions * factor,
+        start=mul(inst.start),
+        end=mul(inst.end),
+    )

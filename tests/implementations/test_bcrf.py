@@ -1,0 +1,685 @@
+"""Bregman CRF (IBP): digest §7 props 8–22, against independent oracles.
+
+Oracles: ``reference/ibp.py`` (the digest's Algorithm 1, cluster by cluster in a Python loop) for
+truncated iterates; ``reference/bregman_convex.py`` (Newton on the smooth dual of
+``max_{q ∈ conv(Y)} <q, θ> + H(q)``) for the limit; brute-force enumeration / the exact CRF for
+bounds; autograd and finite differences for gradients; closed forms for lengths 1 and 2.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import implementations
+from implementations.reference import bregman_convex, brute_force, ibp
+from implementations.reference.common import logsumexp, softmax, unary_scores
+
+from .instances import (
+    Instance,
+    all_lengths_instance,
+    instances,
+    make_instance,
+    npy,
+    random_allowed,
+    scale_instance,
+)
+from .test_crf import gold_indicators
+
+ORDERS = ("odd-even", "even-odd")
+CONVERGED = 400  # iterations: violation < 1e-13 at τ = 1 for n <= 12 (digest §1.4 table)
+
+
+def bcrf() -> Any:
+    return implementations.get("bcrf", backend="torch")
+
+
+def args(inst: Instance, **kw: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    t = inst.torch(**kw)
+    return (t["emissions"], t["transitions"], t["lengths"]), {"start": t["start"], "end": t["end"]}
+
+
+def marginals(inst: Instance, **opts: Any) -> tuple[np.ndarray, np.ndarray]:
+    a, kw = args(inst)
+    u, p = bcrf().marginals(*a, **kw, **opts)
+    return npy(u), npy(p)
+
+
+def log_partition(inst: Instance, **opts: Any) -> np.ndarray:
+    a, kw = args(inst)
+    return npy(bcrf().log_partition(*a, **kw, **opts))
+
+
+def masked(inst: Instance, allowed: np.ndarray) -> Instance:
+    """Ỹ: emissions set to -inf outside ``allowed`` (inside the lengths only)."""
+    em = inst.emissions.copy()
+    em[inst.valid()[..., None] & ~allowed] = -np.inf
+    return replace(inst, emissions=em)
+
+
+def onehot_allowed(inst: Instance) -> np.ndarray:
+    allowed = np.zeros(inst.emissions.shape, dtype=bool)
+    for b in range(inst.batch):
+        n = int(inst.lengths[b])
+        allowed[b, np.arange(n), inst.gold[b, :n]] = True
+    return allowed
+
+
+def gold_scores(inst: Instance) -> np.ndarray:
+    return np.array(
+        [
+            brute_force.path_score(inst.gold[b, : int(inst.lengths[b])], **inst.seq(b))
+            for b in range(inst.batch)
+        ]
+    )
+
+
+def node_scores(inst: Instance, b: int) -> np.ndarray:
+    seq = inst.seq(b)
+    return unary_scores(seq["emissions"], seq["start"], seq["end"])
+
+
+def convex_optimum(inst: Instance, b: int, tau: float) -> bregman_convex.BregmanSolution:
+    n = int(inst.lengths[b])
+    if n == 1:
+        return bregman_convex.solve_unary(node_scores(inst, b)[0] / tau)
+    return bregman_convex.solve(inst.arc_weights(b) / tau)
+
+
+# ------------------------------------------------------------------ truncated iterates vs loop
+
+
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("iterations", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("tau", [1.0, 0.1])
+def test_matches_reference_loop(order: str, iterations: int, tau: float) -> None:
+    """Prop 19: the batched implementation == the cluster-by-cluster loop (1e-12), all lengths
+    1..7, -inf patterns included; marginals, B at the iterate, violation, MBR decode."""
+    seed = 100 * iterations + int(10 * tau) + (order == "even-odd")
+    inst = all_lengths_instance(seed, 3, max_len=7, neg_inf=0.3, scale=2.0)
+    opts = {"iterations": iterations, "temperature": tau, "order": order}
+    a, kw = args(inst)
+    res = bcrf().solve(*a, **kw, **opts)
+    unary, pairwise = marginals(inst, **opts)
+    b_val = log_partition(inst, **opts)
+    decoded = npy(bcrf().decode(*a, **kw, **opts))
+    assert res.iterations == iterations and isinstance(res.iterations, int)
+    np.testing.assert_array_equal(npy(res.unary), unary)
+    np.testing.assert_array_equal(npy(res.pairwise), pairwise)
+    np.testing.assert_allclose(npy(res.log_partition), b_val, rtol=1e-13, atol=0)
+    for b in range(inst.batch):
+        n = int(inst.lengths[b])
+        ref = ibp.bcrf(**inst.seq(b), tau=tau, iterations=iterations, order=order)
+        np.testing.assert_allclose(unary[b, :n], ref.unary, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(pairwise[b, : n - 1], ref.pairwise, rtol=0, atol=1e-12)
+        assert b_val[b] == pytest.approx(ref.log_partition, rel=1e-12, abs=1e-10)
+        assert float(npy(res.violation)[b]) == pytest.approx(ref.violation, abs=1e-12)
+        _assert_argmax(decoded[b, :n], ref.unary)
+
+
+def _assert_argmax(decoded: np.ndarray, scores: np.ndarray, tol: float = 1e-9) -> None:
+    """Each decoded tag attains its row's maximum (robust to exact ties)."""
+    best = scores.max(axis=-1)
+    got = scores[np.arange(len(decoded)), decoded]
+    np.testing.assert_allclose(got, best, rtol=0, atol=tol)
+
+
+@given(
+    inst=instances(max_len=7, max_tags=4),
+    iterations=st.integers(1, 6),
+    tau=st.sampled_from([1.0, 0.5, 0.1]),
+    order=st.sampled_from(ORDERS),
+)
+def test_matches_reference_loop_random(inst: Instance, iterations: int, tau: float, order: str) -> None:
+    """Prop 19, random sizes and options (hypothesis)."""
+    opts = {"iterations": iterations, "temperature": tau, "order": order}
+    unary, pairwise = marginals(inst, **opts)
+    b_val = log_partition(inst, **opts)
+    for b in range(inst.batch):
+        n = int(inst.lengths[b])
+        ref = ibp.bcrf(**inst.seq(b), tau=tau, iterations=iterations, order=order)
+        np.testing.assert_allclose(unary[b, :n], ref.unary, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(pairwise[b, : n - 1], ref.pairwise, rtol=0, atol=1e-12)
+        assert b_val[b] == pytest.approx(ref.log_partition, rel=1e-12, abs=1e-10)
+
+
+def test_documented_defaults() -> None:
+    """iterations=10, order="odd-even", τ=1 for marginals/log_partition/loss, τ=0.1 for decode."""
+    inst = all_lengths_instance(21, 4, max_len=8, neg_inf=0.2)
+    a, kw = args(inst)
+    explicit = {"iterations": 10, "order": "odd-even"}
+    for x, y in zip(marginals(inst), marginals(inst, temperature=1.0, **explicit), strict=True):
+        np.testing.assert_array_equal(x, y)
+    np.testing.assert_array_equal(log_partition(inst), log_partition(inst, temperature=1.0, **explicit))
+    tags = inst.gold_tensor()
+    np.testing.assert_array_equal(
+        npy(bcrf().loss(*a, tags, **kw)),
+        npy(bcrf().loss(*a, tags, **kw, temperature=1.0, gradient="danskin", **explicit)),
+    )
+    decoded = npy(bcrf().decode(*a, **kw))
+    np.testing.assert_array_equal(decoded, npy(bcrf().decode(*a, **kw, temperature=0.1, **explicit)))
+    unary, _ = marginals(inst, temperature=0.1)
+    for b in range(inst.batch):
+        n = int(inst.lengths[b])
+        _assert_argmax(decoded[b, :n], unary[b, :n])
+        ref = ibp.bcrf(**inst.seq(b), tau=0.1, iterations=10)
+        _assert_argmax(decoded[b, :n], ref.unary)
+    # the temperature is not ignored
+    assert not np.allclose(marginals(inst, temperature=0.1)[0], marginals(inst)[0])
+
+
+def test_orders_differ_before_convergence() -> None:
+    """The ``order`` option is honoured: truncated iterates of the two orders differ (n >= 4)."""
+    rng = np.random.default_rng(22)
+    inst = make_instance(rng, batch=2, length=6, num_tags=3, lengths=[6, 4])
+    q1 = marginals(inst, iterations=1, order="odd-even")[1]
+    q2 = marginals(inst, iterations=1, order="even-odd")[1]
+    assert np.abs(q1 - q2).max() > 1e-4
+
+
+# ------------------------------------------------------------------------- the limit point
+
+
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("tau", [1.0, 0.5])
+def test_length_three_exact_after_one_iteration(order: str, tau: float) -> None:
+    """Prop 9: for n = 3 one iteration already gives the optimum (one cluster, C_odd empty)."""
+    rng = np.random.default_rng(23)
+    inst = make_instance(rng, batch=6, length=3, num_tags=4, lengths=[3, 3, 3, 3, 2, 1], neg_inf=0.25)
+    unary, pairwise = marginals(inst, iterations=1, temperature=tau, order=order)
+    b_val = log_partition(inst, iterations=1, temperature=tau, order=order)
+    for b in range(inst.batch):
+        n = int(inst.lengths[b])
+        opt = convex_optimum(inst, b, tau)
+        np.testing.assert_allclose(pairwise[b, : n - 1], opt.q, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(unary[b, :n], opt.unary, rtol=0, atol=1e-10)
+        assert b_val[b] == pytest.approx(opt.value, rel=1e-10, abs=1e-10)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("num_tags", [2, 3, 4])
+@pytest.mark.parametrize("neg_inf", [0.0, 0.3])
+def test_converges_to_convex_optimum(num_tags: int, neg_inf: float) -> None:
+    """Props 11, 12, 17: after many iterations (τ = 1) both orders reach the convex optimum,
+    -inf patterns included (1e-6 required; in practice ~1e-12), and the violation is ~0."""
+    inst = all_lengths_instance(24 + num_tags, num_tags, neg_inf=neg_inf, scale=1.5)
+    a, kw = args(inst)
+    results = {}
+    for order in ORDERS:
+        res = bcrf().solve(*a, **kw, iterations=CONVERGED, order=order)
+        results[order] = res
+        assert (npy(res.violation) < 1e-10).all()
+        for b in range(inst.batch):
+            n = int(inst.lengths[b])
+            opt = convex_optimum(inst, b, 1.0)
+            assert opt.infeasibility < 1e-12
+            np.testing.assert_allclose(npy(res.pairwise)[b, : n - 1], opt.q, rtol=0, atol=1e-6)
+            np.testing.assert_allclose(npy(res.unary)[b, :n], opt.unary, rtol=0, atol=1e-6)
+            assert float(npy(res.log_partition)[b]) == pytest.approx(opt.value, rel=1e-6, abs=1e-6)
+    np.testing.assert_allclose(
+        npy(results["odd-even"].pairwise), npy(results["even-odd"].pairwise), rtol=0, atol=1e-10
+    )
+
+
+@pytest.mark.parametrize("tau", [0.5, 0.25])
+def test_converges_to_convex_optimum_low_temperature(tau: float) -> None:
+    """As above at lower temperature (more iterations needed; still the same limit)."""
+    inst = all_lengths_instance(31, 3, neg_inf=0.2)
+    unary, pairwise = marginals(inst, iterations=int(CONVERGED / tau), temperature=tau)
+    b_val = log_partition(inst, iterations=int(CONVERGED / tau), temperature=tau)
+    for b in range(inst.batch):
+        n = int(inst.lengths[b])
+        opt = convex_optimum(inst, b, tau)
+        np.testing.assert_allclose(pairwise[b, : n - 1], opt.q, rtol=0, atol=1e-6)
+        assert b_val[b] == pytest.approx(opt.value, rel=1e-6, abs=1e-6)
+
+
+def test_convex_oracle_self_check() -> None:
+    """Oracle check: the dual solution is feasible, beats every vertex (a path, H = 0) and every
+    random mixture of paths, and the closed-form cluster projection solves its KL problem."""
+    rng = np.random.default_rng(32)
+    inst = make_instance(rng, batch=3, length=5, num_tags=3, lengths=[5, 4, 3], neg_inf=0.3)
+    for b in range(inst.batch):
+        w = inst.arc_weights(b)
+        opt = bregman_convex.solve(w)
+        assert opt.infeasibility < 1e-12 and ibp.violation(opt.q) < 1e-12
+        enum = brute_force.enumerate_scores(**inst.seq(b))
+        finite = np.isfinite(enum.scores)
+        assert opt.value >= enum.scores.max() - 1e-12
+        paths = enum.paths[finite]
+        for _ in range(20):
+            mix = rng.dirichlet(np.ones(len(paths)))
+            q = np.zeros_like(w)
+            for p, path in zip(mix, paths, strict=True):
+                q[np.arange(len(path) - 1), path[:-1], path[1:]] += p
+            assert ibp.bregman_value(q, w) <= opt.value + 1e-12
+    # closed-form projection onto one cluster vs a numerical KL projection (prop 8)
+    from scipy.optimize import minimize
+
+    w = rng.normal(size=(2, 3, 3))
+    k = np.exp(w)
+    log_q = np.log(k)
+    ibp.project_cluster(log_q, 1)
+    q_closed = np.exp(log_q)
+
+    def kl(x: np.ndarray) -> float:
+        x = x.reshape(2, 3, 3)
+        return float(np.sum(x * np.log(x / k) - x))
+
+    cons = [{"type": "eq", "fun": lambda x: x.reshape(2, 3, 3)[0].sum() - 1.0}] + [
+        {
+            "type": "eq",
+            "fun": (lambda x, t=t: x.reshape(2, 3, 3)[0][:, t].sum() - x.reshape(2, 3, 3)[1][t].sum()),
+        }
+        for t in range(3)
+    ]
+    res = minimize(
+        kl,
+        np.full(18, 1 / 9),
+        constraints=cons,
+        bounds=[(1e-12, None)] * 18,
+        method="SLSQP",
+        options={"ftol": 1e-15, "maxiter": 500},
+    )
+    np.testing.assert_allclose(res.x.reshape(2, 3, 3), q_closed, atol=1e-6)
+    assert ibp.violation(q_closed) < 1e-12
+
+
+@pytest.mark.parametrize("tau", [1.0, 0.5])
+def test_stationarity_at_every_iterate(tau: float) -> None:
+    """Prop 10: w/τ − log q_k lies in the row space of the constraint matrix for every k
+    (least-squares residual ~1e-12); only feasibility improves with k."""
+    inst = all_lengths_instance(33, 3, max_len=7, neg_inf=0.2)
+    for k in (1, 2, 3, 5):
+        _, pairwise = marginals(inst, iterations=k, temperature=tau)
+        for b in range(inst.batch):
+            n = int(inst.lengths[b])
+            if n < 3:
+                continue
+            q = pairwise[b, : n - 1]
+            keep = q > 0
+            a_mat, _ = bregman_convex.constraint_system(keep)
+            target = inst.arc_weights(b)[keep] / tau - np.log(q[keep])
+            coef = np.linalg.lstsq(a_mat.T, target, rcond=None)[0]
+            residual = np.abs(a_mat.T @ coef - target).max()
+            assert residual < 1e-9 * max(1.0, np.abs(target).max()), (k, b, residual)
+            # sanity: a generic perturbation of log q is *not* in the row space
+            bumped = target.copy()
+            bumped[0] += 0.1
+            coef = np.linalg.lstsq(a_mat.T, bumped, rcond=None)[0]
+            assert np.abs(a_mat.T @ coef - bumped).max() > 1e-3
+
+
+def test_violation_decreases() -> None:
+    """Prop 11: the max constraint violation shrinks with iterations (geometrically, τ = 1), is
+    0 for lengths <= 2, and equals the violation recomputed from the returned iterate."""
+    rng = np.random.default_rng(34)
+    inst = make_instance(rng, batch=4, length=12, num_tags=4, lengths=[12, 7, 2, 1], neg_inf=0.1)
+    a, kw = args(inst)
+    history = []
+    for k in (1, 5, 20, 100, 400):
+        res = bcrf().solve(*a, **kw, iterations=k)
+        v = npy(res.violation)
+        q = npy(res.pairwise)
+        for b in range(inst.batch):
+            n = int(inst.lengths[b])
+            assert v[b] == pytest.approx(ibp.violation(q[b, : n - 1]), abs=1e-14)
+        history.append(v)
+    history = np.array(history)
+    for b in (0, 1):
+        assert history[0, b] > 1e-3
+        assert history[1, b] < history[0, b] and history[2, b] < history[1, b]
+        assert history[3, b] < 1e-8 and history[4, b] < 1e-13
+
+
+def test_violation_is_zero_for_short_sequences() -> None:
+    """``violation`` is defined as 0 for lengths <= 2 (no inner node; n = 2 is a softmax)."""
+    rng = np.random.default_rng(341)
+    inst = make_instance(
+        rng, batch=6, length=3, num_tags=4, lengths=[1, 2, 1, 2, 2, 3], neg_inf=0.2, scale=3.0
+    )
+    a, kw = args(inst)
+    for k in (1, 7):
+        v = npy(bcrf().solve(*a, **kw, iterations=k).violation)
+        assert (v[:5] == 0).all(), v
+
+
+# ----------------------------------------------------------------------------- bounds, gradient
+
+
+def test_bounds_against_crf() -> None:
+    """Prop 13: A_Y(w) <= B_Y(w) <= A_Y(w) + (n−2) log T at convergence (τ = 1), A from ``crf``."""
+    for seed, neg_inf in ((35, 0.0), (36, 0.3)):
+        inst = all_lengths_instance(seed, 4, neg_inf=neg_inf)
+        a, kw = args(inst)
+        log_z = npy(implementations.get("crf").log_partition(*a, **kw))
+        b_val = log_partition(inst, iterations=CONVERGED)
+        for b in range(inst.batch):
+            n = int(inst.lengths[b])
+            assert log_z[b] - 1e-10 <= b_val[b] <= log_z[b] + max(n - 2, 0) * math.log(4) + 1e-10
+            if n <= 2:
+                assert b_val[b] == pytest.approx(log_z[b], abs=1e-10)
+            elif neg_inf == 0.0:
+                assert b_val[b] > log_z[b] + 1e-6  # node entropies are strictly positive
+
+
+@pytest.mark.parametrize("tau", [1.0, 0.5])
+def test_gradient_of_b_is_q(tau: float) -> None:
+    """Prop 14: ∂B_Y(w/τ)/∂w = q*/τ by central finite differences at convergence."""
+    rng = np.random.default_rng(37)
+    inst = make_instance(rng, batch=2, length=5, num_tags=3, lengths=[5, 4], neg_inf=0.2)
+    _, pairwise = marginals(inst, iterations=CONVERGED, temperature=tau)
+    eps = 1e-5
+    finite = np.argwhere(np.isfinite(inst.transitions) & inst.valid()[:, 1:, None, None])
+    for idx in finite[rng.choice(len(finite), size=6, replace=False)]:
+        idx = tuple(int(i) for i in idx)
+        vals = []
+        for sign in (1, -1):
+            trans = inst.transitions.copy()
+            trans[idx] += sign * eps
+            vals.append(
+                log_partition(replace(inst, transitions=trans), iterations=CONVERGED, temperature=tau)[idx[0]]
+            )
+        fd = (vals[0] - vals[1]) / (2 * eps)
+        assert fd == pytest.approx(pairwise[idx] / tau, abs=1e-7), idx
+
+
+# ----------------------------------------------------------------------------------- losses
+
+
+@pytest.mark.parametrize("iterations", [1, 3, 10])
+@pytest.mark.parametrize("tau", [1.0, 0.5])
+def test_fenchel_young_loss_value(iterations: int, tau: float) -> None:
+    """Prop 15: loss = τ B_Y(w/τ) − <w, y> (the iterate's B), at any number of iterations."""
+    inst = all_lengths_instance(38 + iterations, 3, neg_inf=0.2)
+    a, kw = args(inst)
+    loss = npy(bcrf().loss(*a, inst.gold_tensor(), **kw, iterations=iterations, temperature=tau))
+    b_val = log_partition(inst, iterations=iterations, temperature=tau)
+    np.testing.assert_allclose(loss, tau * b_val - gold_scores(inst), rtol=1e-12, atol=1e-12)
+
+
+def planted_margin_instance(seed: int, bonus: float, *, batch: int = 8, length: int = 10) -> Instance:
+    """Small N(0, 0.3²) scores plus ``bonus`` on the planted gold tags: a large MAP margin."""
+    rng = np.random.default_rng(seed)
+    inst = make_instance(rng, batch=batch, length=length, num_tags=5, neg_inf=0.0, scale=0.3)
+    extra = np.zeros_like(inst.emissions)
+    for b in range(inst.batch):
+        n = int(inst.lengths[b])
+        extra[b, np.arange(n), inst.gold[b, :n]] = bonus
+    return replace(inst, emissions=inst.emissions + extra)
+
+
+def test_fenchel_young_loss_positive_and_vanishes_with_margin() -> None:
+    """Prop 15: ℓ > 0 (interior optimum); when y is the MAP, ℓ(s·w) is non-increasing in s
+    (each <q − y, w> <= 0) and → 0 as s → ∞ given a margin."""
+    inst = planted_margin_instance(39, 4.0)
+    a, kw = args(inst)
+    viterbi = npy(implementations.get("crf").decode(*a, **kw))
+    np.testing.assert_array_equal(viterbi, np.where(inst.valid(), inst.gold, -1))
+    losses = []
+    for s in (0.3, 1.0, 3.0, 10.0):
+        scaled = scale_instance(inst, s)
+        a, kw = args(scaled)
+        losses.append(npy(bcrf().loss(*a, scaled.gold_tensor(), **kw, iterations=CONVERGED)))
+    losses = np.array(losses)
+    assert (losses[:3] > 0).all()
+    assert (np.diff(losses, axis=0) <= 1e-12).all()
+    assert (losses[0] > 1.0).all() and (losses[-1] < 1e-3).all()
+
+
+@pytest.mark.parametrize("iterations", [1, 3])
+@pytest.mark.parametrize("tau", [1.0, 0.5])
+def test_danskin_gradient(iterations: int, tau: float) -> None:
+    """Prop 14/22: with ``gradient="danskin"`` ∇_w ℓ = q_K − y, whatever K (no backprop through
+    the iterations): per-position transitions get q − y, start/emissions/end what the folding
+    (emissions[0] + start on the first arc group's rows, emissions[i] on group i−1's columns,
+    end on the last group's columns) routes to them."""
+    inst = all_lengths_instance(40 + iterations, 3, neg_inf=0.2)
+    t = inst.torch(grad=True)
+    a = (t["emissions"], t["transitions"], t["lengths"])
+    opts = {"iterations": iterations, "temperature": tau}
+    bcrf().loss(
+        *a, inst.gold_tensor(), start=t["start"], end=t["end"], gradient="danskin", **opts
+    ).sum().backward()
+    unary, q = marginals(inst, **opts)
+    y_node, y_arc = gold_indicators(inst)
+    np.testing.assert_allclose(npy(t["transitions"].grad), q - y_arc, rtol=0, atol=1e-12)
+    g_em = np.zeros_like(inst.emissions)
+    g_start = np.zeros(inst.num_tags)
+    g_end = np.zeros(inst.num_tags)
+    for b in range(inst.batch):
+        n = int(inst.lengths[b])
+        if n == 1:
+            p = unary[b, 0]
+            g_em[b, 0], g_start, g_end = p, g_start + p, g_end + p
+            continue
+        qb = q[b, : n - 1]
+        g_em[b, 0] = qb[0].sum(1)
+        g_em[b, 1:n] = qb.sum(1)
+        g_start += qb[0].sum(1)
+        g_end += qb[-1].sum(0)
+    for b in range(inst.batch):
+        n = int(inst.lengths[b])
+        g_start -= y_node[b, 0]
+        g_end -= y_node[b, n - 1]
+    np.testing.assert_allclose(npy(t["emissions"].grad), g_em - y_node, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(npy(t["start"].grad), g_start, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(npy(t["end"].grad), g_end, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("tau", [1.0, 0.7])
+def test_unrolled_gradient_equals_finite_differences(tau: float) -> None:
+    """Prop 22: ``gradient="unrolled"`` is the true gradient of the truncated loss (central FD),
+    and the loss value does not depend on the gradient mode."""
+    rng = np.random.default_rng(43)
+    inst = make_instance(rng, batch=3, length=6, num_tags=3, lengths=[6, 4, 2], neg_inf=0.2)
+    opts = {"iterations": 3, "temperature": tau}
+    t = inst.torch(grad=True)
+    a = (t["emissions"], t["transitions"], t["lengths"])
+    loss = bcrf().loss(*a, inst.gold_tensor(), start=t["start"], end=t["end"], gradient="unrolled", **opts)
+    loss.sum().backward()
+    a2, kw2 = args(inst)
+    danskin = bcrf().loss(*a2, inst.gold_tensor(), **kw2, gradient="danskin", **opts)
+    np.testing.assert_allclose(npy(loss), npy(danskin), rtol=1e-13, atol=1e-13)
+
+    def value(x: Instance) -> float:
+        a3, kw3 = args(x)
+        return float(npy(bcrf().loss(*a3, x.gold_tensor(), **kw3, gradient="unrolled", **opts)).sum())
+
+    eps = 1e-6
+    for field in ("emissions", "transitions", "start"):
+        base = getattr(inst, field)
+        grad = npy(t[field].grad)
+        valid = (
+            inst.valid()[..., None]
+            if field == "emissions"
+            else (inst.valid()[:, 1:, None, None] if field == "transitions" else np.ones(1, dtype=bool))
+        )
+        cand = np.argwhere(np.isfinite(base) & valid)
+        for idx in cand[rng.choice(len(cand), size=min(8, len(cand)), replace=False)]:
+            idx = tuple(int(i) for i in idx)
+            plus, minus = base.copy(), base.copy()
+            plus[idx] += eps
+            minus[idx] -= eps
+            fd = (value(replace(inst, **{field: plus})) - value(replace(inst, **{field: minus}))) / (2 * eps)
+            assert fd == pytest.approx(grad[idx], abs=1e-7), (field, idx)
+
+
+def test_unrolled_gradient_approaches_danskin() -> None:
+    """Prop 22: the two gradients differ for few iterations and coincide at convergence."""
+    rng = np.random.default_rng(44)
+    inst = make_instance(rng, batch=3, length=7, num_tags=3, lengths=[7, 5, 3], neg_inf=0.1)
+
+    def grads(mode: str, k: int) -> np.ndarray:
+        t = inst.torch(grad=True)
+        a = (t["emissions"], t["transitions"], t["lengths"])
+        bcrf().loss(
+            *a, inst.gold_tensor(), start=t["start"], end=t["end"], gradient=mode, iterations=k
+        ).sum().backward()
+        return np.concatenate([npy(t["emissions"].grad).ravel(), npy(t["transitions"].grad).ravel()])
+
+    gaps = [np.abs(grads("unrolled", k) - grads("danskin", k)).max() for k in (1, 5, 300)]
+    assert gaps[0] > 1e-3
+    assert gaps[1] < gaps[0]
+    assert gaps[2] < 1e-8
+
+
+@pytest.mark.parametrize("iterations", [1, 4])
+def test_partial_loss_properties(iterations: int) -> None:
+    """Prop 16 (at any K): partial = τ(B_Y − B_Ỹ) with Ỹ = emissions masked; one-hot gold gives
+    the FY loss; allowing everything gives 0; the Danskin gradient is q − q̃."""
+    tau = 0.5
+    inst = all_lengths_instance(45 + iterations, 3, neg_inf=0.2)
+    rng = np.random.default_rng(46)
+    allowed = random_allowed(rng, inst)
+    opts = {"iterations": iterations, "temperature": tau}
+    a, kw = args(inst)
+    partial = npy(bcrf().partial_loss(*a, torch.tensor(allowed), **kw, **opts))
+    expected = tau * (log_partition(inst, **opts) - log_partition(masked(inst, allowed), **opts))
+    np.testing.assert_allclose(partial, expected, rtol=1e-12, atol=1e-12)
+    for b in range(inst.batch):
+        full = ibp.bcrf(**inst.seq(b), tau=tau, iterations=iterations)
+        sub = ibp.bcrf(**masked(inst, allowed).seq(b), tau=tau, iterations=iterations)
+        assert partial[b] == pytest.approx(
+            tau * (full.log_partition - sub.log_partition), rel=1e-11, abs=1e-11
+        )
+    loss = npy(bcrf().loss(*a, inst.gold_tensor(), **kw, **opts))
+    onehot = npy(bcrf().partial_loss(*a, torch.tensor(onehot_allowed(inst)), **kw, **opts))
+    np.testing.assert_allclose(onehot, loss, rtol=1e-11, atol=1e-11)
+    everything = npy(
+        bcrf().partial_loss(*a, torch.ones(inst.emissions.shape, dtype=torch.bool), **kw, **opts)
+    )
+    np.testing.assert_allclose(everything, 0.0, atol=1e-12)
+    # Danskin gradient
+    t = inst.torch(grad=True)
+    ta = (t["emissions"], t["transitions"], t["lengths"])
+    bcrf().partial_loss(*ta, torch.tensor(allowed), start=t["start"], end=t["end"], **opts).sum().backward()
+    q = marginals(inst, **opts)[1]
+    q_sub = marginals(masked(inst, allowed), **opts)[1]
+    np.testing.assert_allclose(npy(t["transitions"].grad), q - q_sub, rtol=0, atol=1e-12)
+
+
+@pytest.mark.slow
+def test_partial_loss_at_convergence() -> None:
+    """Prop 16 (at the limit): ℓ̃ >= 0, monotone under shrinking Ỹ, masked IBP == the convex
+    optimum over conv(Ỹ)."""
+    inst = all_lengths_instance(47, 3, neg_inf=0.1)
+    rng = np.random.default_rng(48)
+    a, kw = args(inst)
+    big = random_allowed(rng, inst, 0.8)
+    small = big & random_allowed(rng, inst, 0.5)
+    l_big = npy(bcrf().partial_loss(*a, torch.tensor(big), **kw, iterations=CONVERGED))
+    l_small = npy(bcrf().partial_loss(*a, torch.tensor(small), **kw, iterations=CONVERGED))
+    loss = npy(bcrf().loss(*a, inst.gold_tensor(), **kw, iterations=CONVERGED))
+    assert (l_big >= -1e-10).all()
+    assert (l_small >= l_big - 1e-10).all()
+    assert (loss >= l_small - 1e-10).all()
+    sub = masked(inst, small)
+    b_sub = log_partition(sub, iterations=CONVERGED)
+    for b in range(inst.batch):
+        assert b_sub[b] == pytest.approx(convex_optimum(sub, b, 1.0).value, rel=1e-8, abs=1e-8)
+
+
+# --------------------------------------------------------------------------- invariances, edges
+
+
+@pytest.mark.parametrize("iterations", [1, 2, 5])
+@pytest.mark.parametrize("tau", [1.0, 0.1])
+def test_arc_group_shift_invariance(iterations: int, tau: float) -> None:
+    """Prop 18: adding c_i to a whole arc group leaves q_k unchanged for every k >= 1, and shifts
+    B_Y(w/τ) by Σ_i c_i / τ (each group of the iterate sums to one)."""
+    inst = all_lengths_instance(49, 3, neg_inf=0.2)
+    rng = np.random.default_rng(50)
+    shifts = rng.normal(0.0, 3.0, size=(inst.batch, inst.length - 1))
+    shifted = replace(inst, transitions=inst.transitions + shifts[..., None, None])
+    opts = {"iterations": iterations, "temperature": tau}
+    u0, p0 = marginals(inst, **opts)
+    u1, p1 = marginals(shifted, **opts)
+    np.testing.assert_allclose(p1, p0, rtol=0, atol=1e-11)
+    np.testing.assert_allclose(u1, u0, rtol=0, atol=1e-11)
+    expected = (
+        log_partition(inst, **opts)
+        + np.array([shifts[b, : int(inst.lengths[b]) - 1].sum() for b in range(inst.batch)]) / tau
+    )
+    np.testing.assert_allclose(log_partition(shifted, **opts), expected, rtol=1e-11, atol=1e-10)
+
+
+@pytest.mark.parametrize("tau", [1.0, 0.1])
+def test_lengths_one_and_two_closed_forms(tau: float) -> None:
+    """Prop 21: length 1 = softmax over tags of (emissions + start + end)/τ; length 2 = softmax
+    over T² of w/τ (normalised!), B = logsumexp; the loss is τ·logsumexp − gold score."""
+    rng = np.random.default_rng(51)
+    inst = make_instance(rng, batch=4, length=2, num_tags=4, lengths=[1, 2, 1, 2], neg_inf=0.3, scale=2.0)
+    opts = {"iterations": 3, "temperature": tau}
+    unary, pairwise = marginals(inst, **opts)
+    b_val = log_partition(inst, **opts)
+    a, kw = args(inst)
+    loss = npy(bcrf().loss(*a, inst.gold_tensor(), **kw, **opts))
+    decoded = npy(bcrf().decode(*a, **kw, temperature=tau))
+    for b in range(inst.batch):
+        n = int(inst.lengths[b])
+        if n == 1:
+            theta = node_scores(inst, b)[0] / tau
+            np.testing.assert_allclose(unary[b, 0], softmax(theta), rtol=0, atol=1e-14)
+            assert b_val[b] == pytest.approx(float(logsumexp(theta)), rel=1e-14)
+        else:
+            theta = inst.arc_weights(b)[0] / tau
+            expected = softmax(theta.ravel()).reshape(theta.shape)
+            np.testing.assert_allclose(pairwise[b, 0], expected, rtol=0, atol=1e-14)
+            assert pairwise[b, 0].sum() == pytest.approx(1.0, abs=1e-14)
+            np.testing.assert_allclose(unary[b, 0], expected.sum(1), rtol=0, atol=1e-14)
+            np.testing.assert_allclose(unary[b, 1], expected.sum(0), rtol=0, atol=1e-14)
+            assert b_val[b] == pytest.approx(float(logsumexp(theta)), rel=1e-14)
+        _assert_argmax(decoded[b, :n], unary[b, :n])
+    np.testing.assert_allclose(loss, tau * b_val - gold_scores(inst), rtol=1e-13, atol=1e-13)
+
+
+def test_neg_inf_gives_exact_zeros_and_no_nan() -> None:
+    """Prop 17: heavy -inf patterns (BIES-like density), τ = 0.1: no NaN anywhere, exactly zero
+    mass on forbidden arcs, dead nodes get zero mass, every arc group still sums to one."""
+    rng = np.random.default_rng(52)
+    inst = make_instance(rng, batch=6, length=12, num_tags=5, neg_inf=0.5, scale=2.0)
+    a, kw = args(inst)
+    for k in (1, 10, 50):
+        res = bcrf().solve(*a, **kw, iterations=k, temperature=0.1)
+        unary, q = npy(res.unary), npy(res.pairwise)
+        assert np.isfinite(unary).all() and np.isfinite(q).all()
+        assert np.isfinite(npy(res.log_partition)).all() and np.isfinite(npy(res.violation)).all()
+        for b in range(inst.batch):
+            n = int(inst.lengths[b])
+            w = inst.arc_weights(b)
+            qb = q[b, : n - 1]
+            assert (qb[np.isneginf(w)] == 0).all()
+            assert (qb[~bregman_convex.useful_arcs(w)] == 0).all() or k == 1
+            np.testing.assert_allclose(qb.sum((1, 2)), 1.0, atol=1e-12)
+            assert (unary[b, :n][np.isneginf(inst.emissions[b, :n])] == 0).all()
+    t = inst.torch(grad=True)
+    bcrf().loss(
+        t["emissions"],
+        t["transitions"],
+        t["lengths"],
+        inst.gold_tensor(),
+        start=t["start"],
+        end=t["end"],
+        gradient="unrolled",
+        iterations=5,
+    ).sum().backward()
+    assert torch.isfinite(t["emissions"].grad).all() and torch.isfinite(t["transitions"].grad).all()
+
+
+@pytest.mark.parametrize("iterations", [10, CONVERGED])
+def test_mbr_equals_viterbi_with_a_planted_margin(iterations: int) -> None:
+    """Prop 20: MBR decoding (τ = 0.1) == Viterbi when the best path has a large margin."""
+    inst = planted_margin_instance(53, 4.0)
+    a, kw = args(inst)
+    viterbi = npy(implementations.get("crf").decode(*a, **kw))
+    np.testing.assert_array_equal(viterbi, np.where(inst.valid(), inst.gold, -1))
+    mbr = npy(bcrf().decode(*a, **kw, iterations=iterations))
+    np.testing.assert_array_equal(mbr, viterbi)

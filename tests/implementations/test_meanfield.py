@@ -1,0 +1,251 @@
+"""Naive mean field with parallel (Jacobi) updates: digest §7 props 23–25 and the contract.
+
+Oracles: ``reference/meanfield.py`` (loop version of the updates); brute-force enumeration for
+the factorised model (exact) and the lower bound; closed forms for the penalty and length 1;
+central finite differences for the unrolled gradient.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import implementations
+from implementations.reference import brute_force
+from implementations.reference import meanfield as mf_ref
+from implementations.reference.common import logsumexp, softmax, unary_scores
+
+from .instances import Instance, all_lengths_instance, instances, make_instance, npy, random_allowed
+
+
+def mf() -> Any:
+    return implementations.get("meanfield", backend="torch")
+
+
+def args(inst: Instance, **kw: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    t = inst.torch(**kw)
+    return (t["emissions"], t["transitions"], t["lengths"]), {"start": t["start"], "end": t["end"]}
+
+
+def run(inst: Instance, allowed: np.ndarray, **opts: Any) -> dict[str, np.ndarray]:
+    a, kw = args(inst)
+    unary, pairwise = mf().marginals(*a, **kw, **opts)
+    res = mf().solve(*a, **kw, **opts)
+    return {
+        "unary": npy(unary),
+        "pairwise": npy(pairwise),
+        "decode": npy(mf().decode(*a, **kw, **opts)),
+        "loss": npy(mf().loss(*a, inst.gold_tensor(), **kw, **opts)),
+        "partial_loss": npy(mf().partial_loss(*a, torch.tensor(allowed), **kw, **opts)),
+        "log_partition": npy(mf().log_partition(*a, **kw, **opts)),
+        "solve_unary": npy(res.unary),
+        "change": npy(res.change),
+        "iterations": res.iterations,
+    }
+
+
+def check_against_reference(inst: Instance, allowed: np.ndarray, **opts: Any) -> None:
+    out = run(inst, allowed, **opts)
+    assert out["iterations"] == opts.get("iterations", 10)
+    np.testing.assert_array_equal(out["solve_unary"], out["unary"])
+    for b in range(inst.batch):
+        n = int(inst.lengths[b])
+        ref = mf_ref.meanfield(**inst.seq(b), **opts)
+        np.testing.assert_allclose(out["unary"][b, :n], ref.unary, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(out["pairwise"][b, : n - 1], ref.pairwise, rtol=0, atol=1e-12)
+        assert out["change"][b] == pytest.approx(ref.change, abs=1e-12)
+        best = ref.unary.max(1)
+        np.testing.assert_allclose(ref.unary[np.arange(n), out["decode"][b, :n]], best, atol=1e-9)
+        y = inst.gold[b, :n]
+        # log r from the log-softmax of the field: exact even where r underflows to 0
+        assert out["loss"][b] == pytest.approx(-ref.log_unary[np.arange(n), y].sum(), rel=1e-11, abs=1e-11)
+        kept = np.array([logsumexp(ref.log_unary[i][allowed[b, i]]) for i in range(n)])
+        assert out["partial_loss"][b] == pytest.approx(-kept.sum(), rel=1e-11, abs=1e-11)
+        assert out["log_partition"][b] == pytest.approx(ref.lower_bound, rel=1e-11, abs=1e-9)
+
+
+@pytest.mark.parametrize("init", ["unary", "uniform"])
+@pytest.mark.parametrize("iterations", [1, 2, 5, 10])
+@pytest.mark.parametrize("neg_inf", [0.0, 0.3])
+def test_matches_reference_loop(init: str, iterations: int, neg_inf: float) -> None:
+    """Loop reference == batched implementation for all functions (1e-12), all lengths 1..6,
+    both initialisations; -inf transitions go through the default penalty."""
+    seed = 7 * iterations + (init == "uniform") + int(10 * neg_inf)
+    inst = all_lengths_instance(seed, 3, neg_inf=neg_inf)
+    allowed = random_allowed(np.random.default_rng(seed), inst)
+    check_against_reference(inst, allowed, iterations=iterations, init=init)
+
+
+@given(
+    inst=instances(max_len=7, max_tags=4),
+    iterations=st.integers(1, 8),
+    init=st.sampled_from(["unary", "uniform"]),
+    penalty=st.sampled_from([-1e4, -30.0, -3.0]),
+)
+def test_matches_reference_loop_random(inst: Instance, iterations: int, init: str, penalty: float) -> None:
+    allowed = random_allowed(np.random.default_rng(0), inst)
+    check_against_reference(inst, allowed, iterations=iterations, init=init, penalty=penalty)
+
+
+def test_documented_defaults() -> None:
+    """iterations=10, init="unary", penalty=-1e4."""
+    inst = all_lengths_instance(60, 3, neg_inf=0.3)
+    allowed = random_allowed(np.random.default_rng(60), inst)
+    default = run(inst, allowed)
+    explicit = run(inst, allowed, iterations=10, init="unary", penalty=-1e4)
+    for key in ("unary", "pairwise", "decode", "loss", "partial_loss", "log_partition", "change"):
+        np.testing.assert_array_equal(default[key], explicit[key], err_msg=key)
+    assert default["iterations"] == 10
+
+
+@pytest.mark.parametrize("init", ["unary", "uniform"])
+@pytest.mark.parametrize("iterations", [1, 3])
+def test_factorised_model_is_exact(init: str, iterations: int) -> None:
+    """Prop 23: with w[i,a,b] = f_i(a) + g_i(b) the chain is a product of independent tokens and
+    mean field is exact after one update: marginals == brute force, log_partition == log Z."""
+    rng = np.random.default_rng(61 + iterations)
+    inst = all_lengths_instance(61 + iterations, 4, neg_inf=0.2)
+    f = rng.normal(size=(inst.batch, inst.length - 1, inst.num_tags))
+    g = rng.normal(size=(inst.batch, inst.length - 1, inst.num_tags))
+    inst = replace(inst, transitions=f[..., :, None] + g[..., None, :])
+    a, kw = args(inst)
+    unary, pairwise = (npy(x) for x in mf().marginals(*a, **kw, iterations=iterations, init=init))
+    log_part = npy(mf().log_partition(*a, **kw, iterations=iterations, init=init))
+    for b in range(inst.batch):
+        n = int(inst.lengths[b])
+        ref_u, ref_p = brute_force.marginals(**inst.seq(b))
+        np.testing.assert_allclose(unary[b, :n], ref_u, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(pairwise[b, : n - 1], ref_p, rtol=0, atol=1e-12)
+        assert log_part[b] == pytest.approx(brute_force.log_partition(**inst.seq(b)), rel=1e-12, abs=1e-12)
+
+
+@pytest.mark.parametrize("init", ["unary", "uniform"])
+def test_lower_bound(init: str) -> None:
+    """Gibbs: E_r[score] + H(r) <= log Z for finite scores, at every iterate; and the bound is
+    not trivially loose (within the gap to the exact CRF's brute-force value)."""
+    inst = all_lengths_instance(62, 4, neg_inf=0.0, scale=1.5)
+    a, kw = args(inst)
+    for k in (1, 2, 5, 20):
+        lb = npy(mf().log_partition(*a, **kw, iterations=k, init=init))
+        for b in range(inst.batch):
+            log_z = brute_force.log_partition(**inst.seq(b))
+            assert lb[b] <= log_z + 1e-12
+            best, _, _ = brute_force.best(**inst.seq(b))
+            assert lb[b] >= best - 1e-9 or k < 5  # r near a vertex scores at least ~MAP only once settled
+
+
+def test_penalty_equals_replacing_neg_inf() -> None:
+    """Prop 25: ``penalty=p`` means exactly "-inf transitions replaced by p" (emissions,
+    start and end keep their -inf)."""
+    inst = all_lengths_instance(63, 3, neg_inf=0.3)
+    allowed = random_allowed(np.random.default_rng(63), inst)
+    for penalty in (-1e4, -7.5):
+        got = run(inst, allowed, penalty=penalty, iterations=4)
+        finite = replace(inst, transitions=np.where(np.isneginf(inst.transitions), penalty, inst.transitions))
+        want = run(finite, allowed, penalty=penalty, iterations=4)
+        for key in ("unary", "pairwise", "decode", "loss", "partial_loss", "log_partition"):
+            np.testing.assert_allclose(got[key], want[key], rtol=1e-13, atol=1e-13, err_msg=key)
+    # and the penalty value matters
+    a = run(inst, allowed, penalty=-1.0, iterations=4)["unary"]
+    b = run(inst, allowed, penalty=-1e4, iterations=4)["unary"]
+    assert np.abs(a - b).max() > 1e-3
+
+
+def test_neg_inf_keeps_nan_away() -> None:
+    """Prop 25: heavy -inf patterns: every output and every loss gradient is finite; -inf
+    emissions get exactly zero mass."""
+    rng = np.random.default_rng(64)
+    inst = make_instance(rng, batch=6, length=12, num_tags=5, neg_inf=0.5, scale=2.0)
+    allowed = random_allowed(rng, inst)
+    out = run(inst, allowed)
+    for key in ("unary", "pairwise", "loss", "partial_loss", "log_partition", "change"):
+        assert np.isfinite(out[key]).all(), key
+    for b in range(inst.batch):
+        n = int(inst.lengths[b])
+        assert (out["unary"][b, :n][np.isneginf(inst.emissions[b, :n])] == 0).all()
+    t = inst.torch(grad=True)
+    mf().loss(
+        t["emissions"], t["transitions"], t["lengths"], inst.gold_tensor(), start=t["start"], end=t["end"]
+    ).sum().backward()
+    for name in ("emissions", "transitions", "start", "end"):
+        assert torch.isfinite(t[name].grad).all(), name
+
+
+@pytest.mark.parametrize("init", ["unary", "uniform"])
+def test_loss_gradient_flows_through_iterations(init: str) -> None:
+    """The MF loss is trained by backpropagating through the unrolled updates: the autograd
+    gradient is finite, nonzero (transitions too, which only act through the updates) and
+    equals central finite differences."""
+    rng = np.random.default_rng(65)
+    inst = make_instance(rng, batch=3, length=5, num_tags=3, lengths=[5, 3, 2], neg_inf=0.2)
+    opts = {"iterations": 3, "init": init, "penalty": -20.0}  # moderate: keeps FD rounding small
+    t = inst.torch(grad=True)
+    mf().loss(
+        t["emissions"],
+        t["transitions"],
+        t["lengths"],
+        inst.gold_tensor(),
+        start=t["start"],
+        end=t["end"],
+        **opts,
+    ).sum().backward()
+    grads = {name: npy(t[name].grad) for name in ("emissions", "transitions", "start")}
+    for name, g in grads.items():
+        assert np.isfinite(g).all() and np.abs(g).max() > 1e-6, name
+
+    def value(x: Instance) -> float:
+        a, kw = args(x)
+        return float(npy(mf().loss(*a, x.gold_tensor(), **kw, **opts)).sum())
+
+    eps = 1e-6
+    for field in ("emissions", "transitions"):
+        base = getattr(inst, field)
+        valid = inst.valid()[..., None] if field == "emissions" else inst.valid()[:, 1:, None, None]
+        cand = np.argwhere(np.isfinite(base) & valid)
+        for idx in cand[rng.choice(len(cand), size=8, replace=False)]:
+            idx = tuple(int(i) for i in idx)
+            plus, minus = base.copy(), base.copy()
+            plus[idx] += eps
+            minus[idx] -= eps
+            fd = (value(replace(inst, **{field: plus})) - value(replace(inst, **{field: minus}))) / (2 * eps)
+            assert fd == pytest.approx(grads[field][idx], abs=1e-7), (field, idx)
+
+
+def test_length_one_is_softmax() -> None:
+    """A single token has no neighbour: r = softmax(emissions + start + end) for any options."""
+    rng = np.random.default_rng(66)
+    inst = make_instance(rng, batch=3, length=1, num_tags=4, neg_inf=0.3)
+    for init in ("unary", "uniform"):
+        for k in (1, 4):
+            a, kw = args(inst)
+            unary = npy(mf().marginals(*a, **kw, iterations=k, init=init)[0])
+            for b in range(inst.batch):
+                seq = inst.seq(b)
+                expected = softmax(unary_scores(seq["emissions"], seq["start"], seq["end"])[0])
+                np.testing.assert_allclose(unary[b, 0], expected, rtol=0, atol=1e-14)
+
+
+def test_parallel_updates_can_oscillate() -> None:
+    """Prop 24 regression: strong anti-ferromagnetic coupling makes Jacobi updates flip both
+    tokens together forever (a 2-cycle; sequential updates would settle). Checks that the updates
+    are parallel, not Gauss–Seidel."""
+    em = np.array([[[1.0, 0.0], [1.0, 0.0]]])
+    trans = np.array([[-10.0, 0.0], [0.0, -10.0]])  # same tag on both tokens is penalised
+    inst = Instance(em, trans, np.array([2]), None, None, np.array([[0, 1]]))
+    a, kw = args(inst)
+    r20 = mf().solve(*a, **kw, iterations=20)
+    r21 = mf().solve(*a, **kw, iterations=21)
+    r22 = mf().solve(*a, **kw, iterations=22)
+    np.testing.assert_allclose(npy(r20.unary), npy(r22.unary), atol=1e-9)
+    assert np.abs(npy(r21.unary) - npy(r20.unary)).max() > 0.5
+    assert float(npy(r21.change)[0]) > 0.5
+    # both tokens agree with each other at every step (symmetric parallel updates)
+    np.testing.assert_allclose(npy(r21.unary)[0, 0], npy(r21.unary)[0, 1], atol=1e-12)
+    ref = mf_ref.meanfield(em[0], trans, iterations=21)
+    np.testing.assert_allclose(npy(r21.unary)[0], ref.unary, atol=1e-12)

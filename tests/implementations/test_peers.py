@@ -1,0 +1,58 @@
+"""The converters to pytorch-crf and torch-struct: those libraries, given our scores, must
+compute our log Z and NLL (they serve as independent oracles; skipped if not installed)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import implementations
+from implementations import peers
+
+
+def _instance(seed: int, per_position: bool = False):
+    generator = torch.Generator().manual_seed(seed)
+    batch, length, num_tags = 5, 7, 4
+    emissions = torch.randn(batch, length, num_tags, generator=generator, dtype=torch.float64)
+    shape = (batch, length - 1, num_tags, num_tags) if per_position else (num_tags, num_tags)
+    transitions = torch.randn(*shape, generator=generator, dtype=torch.float64)
+    start, end = (torch.randn(num_tags, generator=generator, dtype=torch.float64) for _ in range(2))
+    lengths = torch.tensor([7, 2, 5, 3, 6])
+    tags = torch.randint(0, num_tags, (batch, length), generator=generator)
+    return emissions, transitions, lengths, tags, start, end
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_pytorch_crf_computes_our_nll(seed):
+    pytest.importorskip("torchcrf")
+    emissions, transitions, lengths, tags, start, end = _instance(seed)
+    crf = peers.to_pytorch_crf(transitions, start, end)
+    theirs = -crf(emissions, tags, mask=peers.pytorch_crf_mask(lengths, emissions.shape[1]), reduction="none")
+    ours = implementations.get("crf").loss(emissions, transitions, lengths, tags, start=start, end=end)
+    torch.testing.assert_close(theirs.detach(), ours, rtol=1e-12, atol=1e-12)
+
+
+def test_pytorch_crf_rejects_per_position_transitions():
+    pytest.importorskip("torchcrf")
+    _, transitions, *_ = _instance(0, per_position=True)
+    with pytest.raises(ValueError, match="shared"):
+        peers.to_pytorch_crf(transitions)
+
+
+@pytest.mark.parametrize("per_position", [False, True])
+@pytest.mark.parametrize("seed", range(3))
+def test_torch_struct_computes_our_log_partition_and_nll(seed, per_position):
+    torch_struct = pytest.importorskip("torch_struct")
+    emissions, transitions, lengths, tags, start, end = _instance(seed, per_position)
+    dist = torch_struct.LinearChainCRF(peers.to_torch_struct(emissions, transitions, lengths, start, end), lengths=lengths)
+    crf = implementations.get("crf")
+    torch.testing.assert_close(dist.partition, crf.log_partition(emissions, transitions, lengths, start=start, end=end))
+    parts = torch_struct.LinearChainCRF.struct.to_parts(tags, emissions.shape[-1], lengths=lengths).to(emissions.dtype)
+    ours = crf.loss(emissions, transitions, lengths, tags, start=start, end=end)
+    torch.testing.assert_close(-dist.log_prob(parts), ours)
+
+
+def test_torch_struct_rejects_length_one():
+    emissions, transitions, lengths, *_ = _instance(0)
+    with pytest.raises(ValueError, match="length"):
+        peers.to_torch_struct(emissions, transitions, torch.ones_like(lengths))
