@@ -22,7 +22,7 @@ _COMMON = {
     "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
     "print_blob": True,
 }
-settings.register_profile("ci", max_examples=8, derandomize=True, **_COMMON)
-settings.register_profile("dev", max_examples=40, **_COMMON)
-settings.register_profile("thorough", max_examples=400, **_COMMON)
+settings.register_profile("ci", max_examples=20, derandomize=True, **_COMMON)
+settings.register_profile("dev", max_examples=100, **_COMMON)
+settings.register_profile("thorough", max_examples=1000, **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

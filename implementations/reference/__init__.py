@@ -13,6 +13,7 @@ Modules:
   via its smooth dual (the BCRF limit point).
 - :mod:`.meanfield` -- naive mean field with parallel (Jacobi) updates, loop by loop.
 - :mod:`.unstructured` -- per-token softmax baseline and its "repair" decoder.
+- :mod:`.common` -- warning-free ``logsumexp``/``softmax``, the contract's arc-weight folding.
 
 Conventions (shared with the backends' contract, ``docs/API.md``): a single instance is given by
 ``emissions (n, T)``, ``transitions`` either ``(T, T)`` (shared) or ``(n - 1, T, T)`` (per

@@ -32,7 +32,6 @@ class MeanFieldResult(NamedTuple):
     """What :func:`solve` returns: the factorised marginals and how much the last update moved."""
 
     unary: Tensor  # (B, N, T) r after the last update, zero on padding
-    log_unary: Tensor  # (B, N, T) log r, exact where r underflows; 0 on padding
     iterations: int  # updates run
     change: Tensor  # (B,) max |r_k − r_{k−1}| of the last update
 
@@ -104,7 +103,7 @@ def solve(
     mask = position_mask(lengths, emissions.shape[1]).unsqueeze(-1)
     r = torch.exp(log_r) * mask
     change = ((r - torch.exp(previous) * mask).abs().flatten(1)).amax(-1)
-    return MeanFieldResult(r, torch.where(mask, log_r, 0.0), iterations, change)
+    return MeanFieldResult(r, iterations, change)
 
 
 def marginals(

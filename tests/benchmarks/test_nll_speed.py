@@ -5,7 +5,8 @@ Exact CRF NLL for ``crf``, ``crf-scan``, pytorch-crf 0.7.2 and torch-struct 0.5,
 transitions, start/end scores, lengths 25..50). In the normal test run (``--benchmark-disable``)
 each body runs once as a smoke check; time it with::
 
-    python -m pytest tests/benchmarks --benchmark-enable --benchmark-only --benchmark-columns=median,iqr,rounds
+    python -m pytest tests/benchmarks --benchmark-enable --benchmark-only \
+        --benchmark-columns=median,iqr,rounds
 
 One thread because torch's default two threads stall for hundreds of ms on a loaded 2-core machine.
 """

@@ -17,6 +17,7 @@ import torch
 from hypothesis import strategies as st
 
 from implementations.reference import brute_force
+from implementations.reference.common import fold_arc_weights
 
 GARBAGE_SCALE = 40.0
 
@@ -61,8 +62,6 @@ class Instance:
 
     def arc_weights(self, b: int) -> np.ndarray:
         """Folded arc weights ``w (n-1, T, T)`` of sequence ``b`` (contract convention)."""
-        from implementations.reference.common import fold_arc_weights
-
         return fold_arc_weights(**self.seq(b))
 
     def alone(self, b: int) -> Instance:

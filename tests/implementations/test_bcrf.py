@@ -101,9 +101,11 @@ def convex_optimum(inst: Instance, b: int, tau: float) -> bregman_convex.Bregman
 @pytest.mark.parametrize("tau", [1.0, 0.1])
 def test_matches_reference_loop(order: str, iterations: int, tau: float) -> None:
     """Prop 19: the batched implementation == the cluster-by-cluster loop (1e-12), all lengths
-    1..7, -inf patterns included; marginals, B at the iterate, violation, MBR decode."""
+    1..7, -inf patterns included, shared transitions for odd iteration counts; marginals, B at the
+    iterate, violation, MBR decode."""
     seed = 100 * iterations + int(10 * tau) + (order == "even-odd")
-    inst = all_lengths_instance(seed, 3, max_len=7, neg_inf=0.3, scale=2.0)
+    per_position = iterations % 2 == 0
+    inst = all_lengths_instance(seed, 3, max_len=7, neg_inf=0.3, scale=2.0, per_position=per_position)
     opts = {"iterations": iterations, "temperature": tau, "order": order}
     a, kw = args(inst)
     res = bcrf().solve(*a, **kw, **opts)
@@ -228,7 +230,7 @@ def test_converges_to_convex_optimum(num_tags: int, neg_inf: float) -> None:
     )
 
 
-@pytest.mark.parametrize("tau", [0.5, 0.25])
+@pytest.mark.parametrize("tau", [0.5, 0.25, 0.1])
 def test_converges_to_convex_optimum_low_temperature(tau: float) -> None:
     """As above at lower temperature (more iterations needed; still the same limit)."""
     inst = all_lengths_instance(31, 3, neg_inf=0.2)
@@ -474,24 +476,28 @@ def test_danskin_gradient(iterations: int, tau: float) -> None:
     np.testing.assert_allclose(npy(t["end"].grad), g_end, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("fn", ["loss", "partial_loss"])
 @pytest.mark.parametrize("tau", [1.0, 0.7])
-def test_unrolled_gradient_equals_finite_differences(tau: float) -> None:
+def test_unrolled_gradient_equals_finite_differences(fn: str, tau: float) -> None:
     """Prop 22: ``gradient="unrolled"`` is the true gradient of the truncated loss (central FD),
     and the loss value does not depend on the gradient mode."""
     rng = np.random.default_rng(43)
     inst = make_instance(rng, batch=3, length=6, num_tags=3, lengths=[6, 4, 2], neg_inf=0.2)
+    target = inst.gold_tensor() if fn == "loss" else torch.tensor(random_allowed(rng, inst))
     opts = {"iterations": 3, "temperature": tau}
-    t = inst.torch(grad=True)
-    a = (t["emissions"], t["transitions"], t["lengths"])
-    loss = bcrf().loss(*a, inst.gold_tensor(), start=t["start"], end=t["end"], gradient="unrolled", **opts)
+
+    def call(x: Instance, grad: bool = False, gradient: str = "unrolled") -> tuple[torch.Tensor, dict]:
+        t = x.torch(grad=grad)
+        a = (t["emissions"], t["transitions"], t["lengths"])
+        out = getattr(bcrf(), fn)(*a, target, start=t["start"], end=t["end"], gradient=gradient, **opts)
+        return out, t
+
+    loss, t = call(inst, grad=True)
     loss.sum().backward()
-    a2, kw2 = args(inst)
-    danskin = bcrf().loss(*a2, inst.gold_tensor(), **kw2, gradient="danskin", **opts)
-    np.testing.assert_allclose(npy(loss), npy(danskin), rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(npy(loss), npy(call(inst, gradient="danskin")[0]), rtol=1e-13, atol=1e-13)
 
     def value(x: Instance) -> float:
-        a3, kw3 = args(x)
-        return float(npy(bcrf().loss(*a3, x.gold_tensor(), **kw3, gradient="unrolled", **opts)).sum())
+        return float(npy(call(x)[0]).sum())
 
     eps = 1e-6
     for field in ("emissions", "transitions", "start"):

@@ -379,6 +379,8 @@ BAD_OPTIONS: list[tuple[str, dict[str, Any], str, tuple[str, ...]]] = [
     ("meanfield", {"iterations": 0}, "iterations", FUNCTIONS),
     ("meanfield", {"iterations": 1.5}, "iterations", FUNCTIONS),
     ("meanfield", {"init": "random"}, "init", FUNCTIONS),
+    ("meanfield", {"penalty": math.nan}, "penalty", FUNCTIONS),
+    ("meanfield", {"penalty": -math.inf}, "penalty", FUNCTIONS),
 ]
 
 

@@ -8,6 +8,7 @@ gradient identities; closed-form bounds for the zero-temperature limit.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -163,8 +164,6 @@ def test_marginals_equal_finite_differences(method: str) -> None:
 
 
 def _with(inst: Instance, field: str, value: np.ndarray) -> Instance:
-    from dataclasses import replace
-
     return replace(inst, **{field: value})
 
 

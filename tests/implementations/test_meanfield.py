@@ -52,32 +52,39 @@ def run(inst: Instance, allowed: np.ndarray, **opts: Any) -> dict[str, np.ndarra
 
 def check_against_reference(inst: Instance, allowed: np.ndarray, **opts: Any) -> None:
     out = run(inst, allowed, **opts)
+    # Messages carry |penalty| * r: rounding in the fields grows with the penalty's magnitude.
+    penalty = abs(opts.get("penalty", -1e4)) if np.isneginf(inst.transitions).any() else 0.0
+    tol = 1e-12 * max(1.0, penalty / 100)
     assert out["iterations"] == opts.get("iterations", 10)
     np.testing.assert_array_equal(out["solve_unary"], out["unary"])
     for b in range(inst.batch):
         n = int(inst.lengths[b])
         ref = mf_ref.meanfield(**inst.seq(b), **opts)
-        np.testing.assert_allclose(out["unary"][b, :n], ref.unary, rtol=0, atol=1e-12)
-        np.testing.assert_allclose(out["pairwise"][b, : n - 1], ref.pairwise, rtol=0, atol=1e-12)
-        assert out["change"][b] == pytest.approx(ref.change, abs=1e-12)
+        np.testing.assert_allclose(out["unary"][b, :n], ref.unary, rtol=0, atol=tol)
+        np.testing.assert_allclose(out["pairwise"][b, : n - 1], ref.pairwise, rtol=0, atol=tol)
+        assert out["change"][b] == pytest.approx(ref.change, abs=tol)
         best = ref.unary.max(1)
         np.testing.assert_allclose(ref.unary[np.arange(n), out["decode"][b, :n]], best, atol=1e-9)
         y = inst.gold[b, :n]
         # log r from the log-softmax of the field: exact even where r underflows to 0
-        assert out["loss"][b] == pytest.approx(-ref.log_unary[np.arange(n), y].sum(), rel=1e-11, abs=1e-11)
+        assert out["loss"][b] == pytest.approx(
+            -ref.log_unary[np.arange(n), y].sum(), rel=1e-11, abs=100 * tol
+        )
         kept = np.array([logsumexp(ref.log_unary[i][allowed[b, i]]) for i in range(n)])
-        assert out["partial_loss"][b] == pytest.approx(-kept.sum(), rel=1e-11, abs=1e-11)
+        assert out["partial_loss"][b] == pytest.approx(-kept.sum(), rel=1e-11, abs=100 * tol)
         assert out["log_partition"][b] == pytest.approx(ref.lower_bound, rel=1e-11, abs=1e-9)
 
 
 @pytest.mark.parametrize("init", ["unary", "uniform"])
 @pytest.mark.parametrize("iterations", [1, 2, 5, 10])
 @pytest.mark.parametrize("neg_inf", [0.0, 0.3])
-def test_matches_reference_loop(init: str, iterations: int, neg_inf: float) -> None:
+@pytest.mark.parametrize("per_position", [True, False])
+def test_matches_reference_loop(init: str, iterations: int, neg_inf: float, per_position: bool) -> None:
     """Loop reference == batched implementation for all functions (1e-12), all lengths 1..6,
-    both initialisations; -inf transitions go through the default penalty."""
-    seed = 7 * iterations + (init == "uniform") + int(10 * neg_inf)
-    inst = all_lengths_instance(seed, 3, neg_inf=neg_inf)
+    both initialisations, shared and per-position transitions; -inf transitions go through the
+    default penalty."""
+    seed = 7 * iterations + (init == "uniform") + int(10 * neg_inf) + 100 * per_position
+    inst = all_lengths_instance(seed, 3, neg_inf=neg_inf, per_position=per_position)
     allowed = random_allowed(np.random.default_rng(seed), inst)
     check_against_reference(inst, allowed, iterations=iterations, init=init)
 
@@ -127,17 +134,25 @@ def test_factorised_model_is_exact(init: str, iterations: int) -> None:
 
 @pytest.mark.parametrize("init", ["unary", "uniform"])
 def test_lower_bound(init: str) -> None:
-    """Gibbs: E_r[score] + H(r) <= log Z for finite scores, at every iterate; and the bound is
-    not trivially loose (within the gap to the exact CRF's brute-force value)."""
+    """log_partition is the Gibbs bound of the returned r: E_r[score] + H(r), computed here by
+    enumerating every sequence under the product distribution r(y) = Π_i r_i(y_i); it is
+    <= log Z (finite scores) at every iterate, with equality for a single token."""
     inst = all_lengths_instance(62, 4, neg_inf=0.0, scale=1.5)
     a, kw = args(inst)
     for k in (1, 2, 5, 20):
         lb = npy(mf().log_partition(*a, **kw, iterations=k, init=init))
+        unary = npy(mf().marginals(*a, **kw, iterations=k, init=init)[0])
         for b in range(inst.batch):
+            n = int(inst.lengths[b])
+            enum = brute_force.enumerate_scores(**inst.seq(b))
+            r_y = np.prod([unary[b, i, enum.paths[:, i]] for i in range(n)], axis=0)
+            pos = r_y > 0
+            gibbs = float(np.sum(r_y * enum.scores) - np.sum(r_y[pos] * np.log(r_y[pos])))
+            assert lb[b] == pytest.approx(gibbs, rel=1e-10, abs=1e-10)
             log_z = brute_force.log_partition(**inst.seq(b))
             assert lb[b] <= log_z + 1e-12
-            best, _, _ = brute_force.best(**inst.seq(b))
-            assert lb[b] >= best - 1e-9 or k < 5  # r near a vertex scores at least ~MAP only once settled
+            if n == 1:
+                assert lb[b] == pytest.approx(log_z, abs=1e-12)
 
 
 def test_penalty_equals_replacing_neg_inf() -> None:

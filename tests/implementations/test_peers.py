@@ -44,10 +44,13 @@ def test_pytorch_crf_rejects_per_position_transitions():
 def test_torch_struct_computes_our_log_partition_and_nll(seed, per_position):
     torch_struct = pytest.importorskip("torch_struct")
     emissions, transitions, lengths, tags, start, end = _instance(seed, per_position)
-    dist = torch_struct.LinearChainCRF(peers.to_torch_struct(emissions, transitions, lengths, start, end), lengths=lengths)
+    potentials = peers.to_torch_struct(emissions, transitions, lengths, start, end)
+    dist = torch_struct.LinearChainCRF(potentials, lengths=lengths)
     crf = implementations.get("crf")
-    torch.testing.assert_close(dist.partition, crf.log_partition(emissions, transitions, lengths, start=start, end=end))
-    parts = torch_struct.LinearChainCRF.struct.to_parts(tags, emissions.shape[-1], lengths=lengths).to(emissions.dtype)
+    log_z = crf.log_partition(emissions, transitions, lengths, start=start, end=end)
+    torch.testing.assert_close(dist.partition, log_z)
+    parts = torch_struct.LinearChainCRF.struct.to_parts(tags, emissions.shape[-1], lengths=lengths)
+    parts = parts.to(emissions.dtype)
     ours = crf.loss(emissions, transitions, lengths, tags, start=start, end=end)
     torch.testing.assert_close(-dist.log_prob(parts), ours)
 

@@ -119,6 +119,26 @@ def test_repair_fixes_an_invalid_argmax() -> None:
     np.testing.assert_array_equal(repaired, [0, 1, 0])
 
 
+@pytest.mark.parametrize("length", [1, 2, 4])
+def test_repair_respects_start_and_end(length: int) -> None:
+    """Token argmax is tag 0 everywhere but start and end forbid tag 0: repair must move the
+    first and last tags (only), to the enumerated best valid sequence."""
+    rng = np.random.default_rng(74 + length)
+    em = rng.normal(size=(1, length, 3)) * 0.3
+    em[0, :, 0] += 3.0
+    trans = rng.normal(size=(3, 3))
+    start = np.array([-np.inf, 0.5, -1.0])
+    end = np.array([-np.inf, -2.0, 1.0])
+    inst = Instance(em, trans, np.array([length]), start, end, np.full((1, length), 1))
+    a, kw = args(inst)
+    np.testing.assert_array_equal(npy(un().decode(*a, **kw))[0], np.zeros(length, dtype=int))
+    repaired = npy(un().decode(*a, **kw, repair=True))[0]
+    assert path_is_valid(inst, 0, repaired)
+    _, best_path, gap = ref.repair(**inst.seq(0))
+    assert gap > 1e-6
+    np.testing.assert_array_equal(repaired, best_path)
+
+
 def test_repair_false_is_plain_argmax() -> None:
     rng = np.random.default_rng(72)
     inst = make_instance(rng, batch=4, length=6, num_tags=4, neg_inf=0.4)
