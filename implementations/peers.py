@@ -19,15 +19,14 @@ from torch import Tensor
 from .torch_backend._scores import arc_weights, position_mask
 
 
-def to_pytorch_crf(
-    transitions: Tensor, start: Tensor | None = None, end: Tensor | None = None
-) -> Any:
+def to_pytorch_crf(transitions: Tensor, start: Tensor | None = None, end: Tensor | None = None) -> Any:
     """A ``torchcrf.CRF`` (batch-first) holding these shared (T, T) transitions and start/end scores."""
     from torchcrf import CRF
 
     if transitions.ndim != 2:
-        raise ValueError("pytorch-crf supports shared (T, T) transitions only, got "
-                         f"shape {tuple(transitions.shape)}")
+        raise ValueError(
+            f"pytorch-crf supports shared (T, T) transitions only, got shape {tuple(transitions.shape)}"
+        )
     num_tags = transitions.shape[-1]
     crf = CRF(num_tags, batch_first=True).to(dtype=transitions.dtype, device=transitions.device)
     with torch.no_grad():
@@ -43,8 +42,11 @@ def pytorch_crf_mask(lengths: Tensor, length: int) -> Tensor:
 
 
 def to_torch_struct(
-    emissions: Tensor, transitions: Tensor, lengths: Tensor,
-    start: Tensor | None = None, end: Tensor | None = None,
+    emissions: Tensor,
+    transitions: Tensor,
+    lengths: Tensor,
+    start: Tensor | None = None,
+    end: Tensor | None = None,
 ) -> Tensor:
     """torch-struct edge potentials ``[b, n, cur, prev]`` (B, N-1, T, T); needs N >= 2 and
     lengths >= 2 (torch-struct has no representation of a one-tag chain). Differentiable."""

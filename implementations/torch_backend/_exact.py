@@ -23,8 +23,14 @@ class ExactCRF:
         self.engine = engine
 
     def log_partition(
-        self, emissions: Tensor, transitions: Tensor, lengths: Tensor, *,
-        start: Tensor | None = None, end: Tensor | None = None, validate: bool = True,
+        self,
+        emissions: Tensor,
+        transitions: Tensor,
+        lengths: Tensor,
+        *,
+        start: Tensor | None = None,
+        end: Tensor | None = None,
+        validate: bool = True,
     ) -> Tensor:
         """``log Z`` (B,): log-sum-exp of the scores of every tag sequence; differentiable."""
         if validate:
@@ -32,8 +38,14 @@ class ExactCRF:
         return self.engine.log_partition(emissions, transitions, lengths, start, end)
 
     def marginals(
-        self, emissions: Tensor, transitions: Tensor, lengths: Tensor, *,
-        start: Tensor | None = None, end: Tensor | None = None, validate: bool = True,
+        self,
+        emissions: Tensor,
+        transitions: Tensor,
+        lengths: Tensor,
+        *,
+        start: Tensor | None = None,
+        end: Tensor | None = None,
+        validate: bool = True,
     ) -> tuple[Tensor, Tensor]:
         """Exact tag marginals (B, N, T) and transition marginals (B, N-1, T, T), zero on padding."""
         if validate:
@@ -41,8 +53,14 @@ class ExactCRF:
         return self.engine.marginals(emissions, transitions, lengths, start, end)
 
     def decode(
-        self, emissions: Tensor, transitions: Tensor, lengths: Tensor, *,
-        start: Tensor | None = None, end: Tensor | None = None, validate: bool = True,
+        self,
+        emissions: Tensor,
+        transitions: Tensor,
+        lengths: Tensor,
+        *,
+        start: Tensor | None = None,
+        end: Tensor | None = None,
+        validate: bool = True,
     ) -> Tensor:
         """Viterbi: the highest-scoring tag sequence (B, N) int64, -1 on padding."""
         if validate:
@@ -50,8 +68,15 @@ class ExactCRF:
         return self.engine.viterbi(emissions, transitions, lengths, start, end)[1]
 
     def loss(
-        self, emissions: Tensor, transitions: Tensor, lengths: Tensor, tags: Tensor, *,
-        start: Tensor | None = None, end: Tensor | None = None, validate: bool = True,
+        self,
+        emissions: Tensor,
+        transitions: Tensor,
+        lengths: Tensor,
+        tags: Tensor,
+        *,
+        start: Tensor | None = None,
+        end: Tensor | None = None,
+        validate: bool = True,
     ) -> Tensor:
         """Negative log-likelihood of the gold ``tags`` (B,): ``log Z − score(tags)``."""
         if validate:
@@ -60,8 +85,15 @@ class ExactCRF:
         return log_z - gold_score(emissions, transitions, lengths, tags, start, end)
 
     def partial_loss(
-        self, emissions: Tensor, transitions: Tensor, lengths: Tensor, allowed: Tensor, *,
-        start: Tensor | None = None, end: Tensor | None = None, validate: bool = True,
+        self,
+        emissions: Tensor,
+        transitions: Tensor,
+        lengths: Tensor,
+        allowed: Tensor,
+        *,
+        start: Tensor | None = None,
+        end: Tensor | None = None,
+        validate: bool = True,
     ) -> Tensor:
         """Partial-label NLL (B,): ``log Z − log Z_allowed``, the second summing only the tag
         sequences whose every tag is ``allowed`` (B, N, T) (marginal likelihood of the annotation)."""

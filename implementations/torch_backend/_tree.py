@@ -30,11 +30,15 @@ def chain_factors(
     batch, length, num_tags = emissions.shape
     start, end = boundary(start, emissions), boundary(end, emissions)
     neg_inf = torch.full((), -torch.inf, dtype=emissions.dtype, device=emissions.device)
-    first = torch.where(torch.arange(num_tags, device=emissions.device)[:, None] == 0,
-                        (emissions[:, 0] + start).unsqueeze(1), neg_inf)  # (B, T, T): row 0 only
+    first = torch.where(
+        torch.arange(num_tags, device=emissions.device)[:, None] == 0,
+        (emissions[:, 0] + start).unsqueeze(1),
+        neg_inf,
+    )  # (B, T, T): row 0 only
     inner = per_position(transitions, batch, length) + emissions[:, 1:].unsqueeze(2)
-    last = torch.where(torch.arange(num_tags, device=emissions.device) == 0,
-                       end.unsqueeze(-1), neg_inf)  # (T, T): column 0 only
+    last = torch.where(
+        torch.arange(num_tags, device=emissions.device) == 0, end.unsqueeze(-1), neg_inf
+    )  # (T, T): column 0 only
     factors = torch.cat([first.unsqueeze(1), inner, last.expand(batch, 1, num_tags, num_tags)], dim=1)
     index = torch.arange(length + 1, device=emissions.device)[None, :, None, None]
     stop = lengths[:, None, None, None]
@@ -62,7 +66,6 @@ def tags_from_states(states: Tensor, lengths: Tensor) -> Tensor:
     """Tags from the boundary-augmented state path (B, N+2): state ``i + 1`` is the tag at ``i``."""
     length = states.shape[1] - 2
     return torch.where(position_mask(lengths, length), states[:, 1:-1], -1)
-
 
 
 def _pad_to_power_of_two(factors: Tensor) -> Tensor:

@@ -16,7 +16,11 @@ def _has_forbidden(*scores: Tensor | None) -> bool:
 
 
 def _check_feasible(
-    emissions: Tensor, transitions: Tensor, lengths: Tensor, start: Tensor | None, end: Tensor | None,
+    emissions: Tensor,
+    transitions: Tensor,
+    lengths: Tensor,
+    start: Tensor | None,
+    end: Tensor | None,
     problem: str,
 ) -> None:
     """Raise for sequences whose every tag sequence has score -inf (a max-plus pass on the
@@ -41,8 +45,12 @@ def check_scores(
 
 
 def check_gold(
-    emissions: Tensor, transitions: Tensor, lengths: Tensor, tags: Tensor,
-    start: Tensor | None, end: Tensor | None,
+    emissions: Tensor,
+    transitions: Tensor,
+    lengths: Tensor,
+    tags: Tensor,
+    start: Tensor | None,
+    end: Tensor | None,
 ) -> None:
     """Validate the scores and gold tags; the gold sequence's score must be finite."""
     shape = check_scores(emissions, transitions, lengths, start, end)
@@ -52,13 +60,21 @@ def check_gold(
 
 
 def check_partial(
-    emissions: Tensor, transitions: Tensor, lengths: Tensor, allowed: Tensor,
-    start: Tensor | None, end: Tensor | None,
+    emissions: Tensor,
+    transitions: Tensor,
+    lengths: Tensor,
+    allowed: Tensor,
+    start: Tensor | None,
+    end: Tensor | None,
 ) -> None:
     """Validate the scores and the partial-annotation mask; it must allow some tag sequence."""
     shape = check_scores(emissions, transitions, lengths, start, end)
     contract.check_allowed(allowed, shape)
     _check_feasible(
-        mask_emissions(emissions.detach(), allowed), transitions, lengths, start, end,
+        mask_emissions(emissions.detach(), allowed),
+        transitions,
+        lengths,
+        start,
+        end,
         "allow no tag sequence under the partial annotation (allowed)",
     )

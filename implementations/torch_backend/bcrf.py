@@ -156,8 +156,13 @@ class _DanskinValue(torch.autograd.Function):
 
 
 def _scaled_value(
-    weights: Tensor, singles: Tensor, lengths: Tensor, temperature: float, iterations: int,
-    order: str, gradient: str,
+    weights: Tensor,
+    singles: Tensor,
+    lengths: Tensor,
+    temperature: float,
+    iterations: int,
+    order: str,
+    gradient: str,
 ) -> Tensor:
     """``τ B_Y(w/τ)`` (B,) differentiated by Danskin or by backpropagation through the iterations."""
     if gradient == "danskin":
@@ -167,9 +172,16 @@ def _scaled_value(
 
 
 def solve(
-    emissions: Tensor, transitions: Tensor, lengths: Tensor, *,
-    start: Tensor | None = None, end: Tensor | None = None, validate: bool = True,
-    iterations: int = DEFAULT_ITERATIONS, temperature: float = 1.0, order: str = "odd-even",
+    emissions: Tensor,
+    transitions: Tensor,
+    lengths: Tensor,
+    *,
+    start: Tensor | None = None,
+    end: Tensor | None = None,
+    validate: bool = True,
+    iterations: int = DEFAULT_ITERATIONS,
+    temperature: float = 1.0,
+    order: str = "odd-even",
 ) -> IBPResult:
     """Run IBP and return the iterate with its value and constraint violation."""
     _check_options(iterations, temperature, order)
@@ -182,44 +194,100 @@ def solve(
 
 
 def marginals(
-    emissions: Tensor, transitions: Tensor, lengths: Tensor, *,
-    start: Tensor | None = None, end: Tensor | None = None, validate: bool = True,
-    iterations: int = DEFAULT_ITERATIONS, temperature: float = 1.0, order: str = "odd-even",
+    emissions: Tensor,
+    transitions: Tensor,
+    lengths: Tensor,
+    *,
+    start: Tensor | None = None,
+    end: Tensor | None = None,
+    validate: bool = True,
+    iterations: int = DEFAULT_ITERATIONS,
+    temperature: float = 1.0,
+    order: str = "odd-even",
 ) -> tuple[Tensor, Tensor]:
     """IBP iterate ≈ ∇B_Y(w/τ): node marginals (B, N, T) and arc marginals (B, N-1, T, T)."""
-    result = solve(emissions, transitions, lengths, start=start, end=end, validate=validate,
-                   iterations=iterations, temperature=temperature, order=order)
+    result = solve(
+        emissions,
+        transitions,
+        lengths,
+        start=start,
+        end=end,
+        validate=validate,
+        iterations=iterations,
+        temperature=temperature,
+        order=order,
+    )
     return result.unary, result.pairwise
 
 
 def log_partition(
-    emissions: Tensor, transitions: Tensor, lengths: Tensor, *,
-    start: Tensor | None = None, end: Tensor | None = None, validate: bool = True,
-    iterations: int = DEFAULT_ITERATIONS, temperature: float = 1.0, order: str = "odd-even",
+    emissions: Tensor,
+    transitions: Tensor,
+    lengths: Tensor,
+    *,
+    start: Tensor | None = None,
+    end: Tensor | None = None,
+    validate: bool = True,
+    iterations: int = DEFAULT_ITERATIONS,
+    temperature: float = 1.0,
+    order: str = "odd-even",
 ) -> Tensor:
     """``B_Y(w/τ) = <q, w/τ> + H(q)`` (B,) at the IBP iterate; differentiable by autograd."""
-    return solve(emissions, transitions, lengths, start=start, end=end, validate=validate,
-                 iterations=iterations, temperature=temperature, order=order).log_partition
+    return solve(
+        emissions,
+        transitions,
+        lengths,
+        start=start,
+        end=end,
+        validate=validate,
+        iterations=iterations,
+        temperature=temperature,
+        order=order,
+    ).log_partition
 
 
 def decode(
-    emissions: Tensor, transitions: Tensor, lengths: Tensor, *,
-    start: Tensor | None = None, end: Tensor | None = None, validate: bool = True,
-    iterations: int = DEFAULT_ITERATIONS, temperature: float = DECODE_TEMPERATURE, order: str = "odd-even",
+    emissions: Tensor,
+    transitions: Tensor,
+    lengths: Tensor,
+    *,
+    start: Tensor | None = None,
+    end: Tensor | None = None,
+    validate: bool = True,
+    iterations: int = DEFAULT_ITERATIONS,
+    temperature: float = DECODE_TEMPERATURE,
+    order: str = "odd-even",
 ) -> Tensor:
     """MBR decoding (B, N): the most probable tag of every node marginal at τ (default 0.1).
 
     Like the paper's, the output can contain a forbidden bigram before convergence.
     """
-    unary, _ = marginals(emissions, transitions, lengths, start=start, end=end, validate=validate,
-                         iterations=iterations, temperature=temperature, order=order)
+    unary, _ = marginals(
+        emissions,
+        transitions,
+        lengths,
+        start=start,
+        end=end,
+        validate=validate,
+        iterations=iterations,
+        temperature=temperature,
+        order=order,
+    )
     return torch.where(position_mask(lengths, emissions.shape[1]), unary.argmax(-1), -1)
 
 
 def loss(
-    emissions: Tensor, transitions: Tensor, lengths: Tensor, tags: Tensor, *,
-    start: Tensor | None = None, end: Tensor | None = None, validate: bool = True,
-    iterations: int = DEFAULT_ITERATIONS, temperature: float = 1.0, gradient: str = "danskin",
+    emissions: Tensor,
+    transitions: Tensor,
+    lengths: Tensor,
+    tags: Tensor,
+    *,
+    start: Tensor | None = None,
+    end: Tensor | None = None,
+    validate: bool = True,
+    iterations: int = DEFAULT_ITERATIONS,
+    temperature: float = 1.0,
+    gradient: str = "danskin",
     order: str = "odd-even",
 ) -> Tensor:
     """Fenchel–Young loss (B,): ``τ B_Y(w/τ) − <w, y>``, gradient ``q − y`` with ``"danskin"``.
@@ -237,9 +305,17 @@ def loss(
 
 
 def partial_loss(
-    emissions: Tensor, transitions: Tensor, lengths: Tensor, allowed: Tensor, *,
-    start: Tensor | None = None, end: Tensor | None = None, validate: bool = True,
-    iterations: int = DEFAULT_ITERATIONS, temperature: float = 1.0, gradient: str = "danskin",
+    emissions: Tensor,
+    transitions: Tensor,
+    lengths: Tensor,
+    allowed: Tensor,
+    *,
+    start: Tensor | None = None,
+    end: Tensor | None = None,
+    validate: bool = True,
+    iterations: int = DEFAULT_ITERATIONS,
+    temperature: float = 1.0,
+    gradient: str = "danskin",
     order: str = "odd-even",
 ) -> Tensor:
     """Partial-label Fenchel–Young loss (B,): ``τ B_Y(w/τ) − τ B_Ỹ(w/τ)``, two IBP runs, the second

@@ -45,7 +45,7 @@ def _check_options(iterations: int, init: str, penalty: float) -> None:
 
 def _tag_scores(emissions: Tensor, lengths: Tensor, start: Tensor | None, end: Tensor | None) -> Tensor:
     """u (B, N, T): emissions plus start at position 0 and end at position len - 1."""
-    is_last = (torch.arange(emissions.shape[1], device=lengths.device) == (lengths - 1).unsqueeze(-1))
+    is_last = torch.arange(emissions.shape[1], device=lengths.device) == (lengths - 1).unsqueeze(-1)
     scores = torch.cat([emissions[:, :1] + boundary(start, emissions), emissions[:, 1:]], dim=1)
     return torch.where(is_last.unsqueeze(-1), scores + boundary(end, emissions), scores)
 
@@ -71,8 +71,14 @@ def _messages(r: Tensor, transitions: Tensor, arcs: Tensor) -> Tensor:
 
 
 def _iterate(
-    emissions: Tensor, transitions: Tensor, lengths: Tensor, start: Tensor | None, end: Tensor | None,
-    iterations: int, init: str, penalty: float,
+    emissions: Tensor,
+    transitions: Tensor,
+    lengths: Tensor,
+    start: Tensor | None,
+    end: Tensor | None,
+    iterations: int,
+    init: str,
+    penalty: float,
 ) -> tuple[Tensor, Tensor]:
     """Log marginals after the last update and after the one before it, both (B, N, T)."""
     mask = position_mask(lengths, emissions.shape[1])
@@ -91,9 +97,16 @@ def _iterate(
 
 
 def solve(
-    emissions: Tensor, transitions: Tensor, lengths: Tensor, *,
-    start: Tensor | None = None, end: Tensor | None = None, validate: bool = True,
-    iterations: int = DEFAULT_ITERATIONS, init: str = "unary", penalty: float = DEFAULT_PENALTY,
+    emissions: Tensor,
+    transitions: Tensor,
+    lengths: Tensor,
+    *,
+    start: Tensor | None = None,
+    end: Tensor | None = None,
+    validate: bool = True,
+    iterations: int = DEFAULT_ITERATIONS,
+    init: str = "unary",
+    penalty: float = DEFAULT_PENALTY,
 ) -> MeanFieldResult:
     """Run the parallel updates and report the marginals and the size of the last update."""
     _check_options(iterations, init, penalty)
@@ -107,31 +120,71 @@ def solve(
 
 
 def marginals(
-    emissions: Tensor, transitions: Tensor, lengths: Tensor, *,
-    start: Tensor | None = None, end: Tensor | None = None, validate: bool = True,
-    iterations: int = DEFAULT_ITERATIONS, init: str = "unary", penalty: float = DEFAULT_PENALTY,
+    emissions: Tensor,
+    transitions: Tensor,
+    lengths: Tensor,
+    *,
+    start: Tensor | None = None,
+    end: Tensor | None = None,
+    validate: bool = True,
+    iterations: int = DEFAULT_ITERATIONS,
+    init: str = "unary",
+    penalty: float = DEFAULT_PENALTY,
 ) -> tuple[Tensor, Tensor]:
     """Factorised marginals r (B, N, T) and their products ``r_i ⊗ r_{i+1}`` (B, N-1, T, T)."""
-    result = solve(emissions, transitions, lengths, start=start, end=end, validate=validate,
-                   iterations=iterations, init=init, penalty=penalty)
+    result = solve(
+        emissions,
+        transitions,
+        lengths,
+        start=start,
+        end=end,
+        validate=validate,
+        iterations=iterations,
+        init=init,
+        penalty=penalty,
+    )
     return product_marginals(result.unary, lengths)
 
 
 def decode(
-    emissions: Tensor, transitions: Tensor, lengths: Tensor, *,
-    start: Tensor | None = None, end: Tensor | None = None, validate: bool = True,
-    iterations: int = DEFAULT_ITERATIONS, init: str = "unary", penalty: float = DEFAULT_PENALTY,
+    emissions: Tensor,
+    transitions: Tensor,
+    lengths: Tensor,
+    *,
+    start: Tensor | None = None,
+    end: Tensor | None = None,
+    validate: bool = True,
+    iterations: int = DEFAULT_ITERATIONS,
+    init: str = "unary",
+    penalty: float = DEFAULT_PENALTY,
 ) -> Tensor:
     """Most probable tag of each factorised marginal (B, N), -1 on padding."""
-    result = solve(emissions, transitions, lengths, start=start, end=end, validate=validate,
-                   iterations=iterations, init=init, penalty=penalty)
+    result = solve(
+        emissions,
+        transitions,
+        lengths,
+        start=start,
+        end=end,
+        validate=validate,
+        iterations=iterations,
+        init=init,
+        penalty=penalty,
+    )
     return argmax_tags(result.unary, lengths)
 
 
 def loss(
-    emissions: Tensor, transitions: Tensor, lengths: Tensor, tags: Tensor, *,
-    start: Tensor | None = None, end: Tensor | None = None, validate: bool = True,
-    iterations: int = DEFAULT_ITERATIONS, init: str = "unary", penalty: float = DEFAULT_PENALTY,
+    emissions: Tensor,
+    transitions: Tensor,
+    lengths: Tensor,
+    tags: Tensor,
+    *,
+    start: Tensor | None = None,
+    end: Tensor | None = None,
+    validate: bool = True,
+    iterations: int = DEFAULT_ITERATIONS,
+    init: str = "unary",
+    penalty: float = DEFAULT_PENALTY,
 ) -> Tensor:
     """Token cross-entropy on the final marginals (B,), backpropagated through every update (AIN)."""
     _check_options(iterations, init, penalty)
@@ -142,9 +195,17 @@ def loss(
 
 
 def partial_loss(
-    emissions: Tensor, transitions: Tensor, lengths: Tensor, allowed: Tensor, *,
-    start: Tensor | None = None, end: Tensor | None = None, validate: bool = True,
-    iterations: int = DEFAULT_ITERATIONS, init: str = "unary", penalty: float = DEFAULT_PENALTY,
+    emissions: Tensor,
+    transitions: Tensor,
+    lengths: Tensor,
+    allowed: Tensor,
+    *,
+    start: Tensor | None = None,
+    end: Tensor | None = None,
+    validate: bool = True,
+    iterations: int = DEFAULT_ITERATIONS,
+    init: str = "unary",
+    penalty: float = DEFAULT_PENALTY,
 ) -> Tensor:
     """``−Σ_i log Σ_{t allowed} r_i(t)`` (B,) on the final marginals, through every update."""
     _check_options(iterations, init, penalty)
@@ -155,9 +216,16 @@ def partial_loss(
 
 
 def log_partition(
-    emissions: Tensor, transitions: Tensor, lengths: Tensor, *,
-    start: Tensor | None = None, end: Tensor | None = None, validate: bool = True,
-    iterations: int = DEFAULT_ITERATIONS, init: str = "unary", penalty: float = DEFAULT_PENALTY,
+    emissions: Tensor,
+    transitions: Tensor,
+    lengths: Tensor,
+    *,
+    start: Tensor | None = None,
+    end: Tensor | None = None,
+    validate: bool = True,
+    iterations: int = DEFAULT_ITERATIONS,
+    init: str = "unary",
+    penalty: float = DEFAULT_PENALTY,
 ) -> Tensor:
     """Mean-field lower bound ``E_r[score] + H(r)`` (B,) with -inf transitions at ``penalty``.
 

@@ -23,8 +23,13 @@ def _log_probs(emissions: Tensor, transitions: Tensor, lengths: Tensor) -> Tenso
 
 
 def marginals(
-    emissions: Tensor, transitions: Tensor, lengths: Tensor, *,
-    start: Tensor | None = None, end: Tensor | None = None, validate: bool = True,
+    emissions: Tensor,
+    transitions: Tensor,
+    lengths: Tensor,
+    *,
+    start: Tensor | None = None,
+    end: Tensor | None = None,
+    validate: bool = True,
 ) -> tuple[Tensor, Tensor]:
     """Per-token softmax (B, N, T) and the product of neighbours (B, N-1, T, T)."""
     if validate:
@@ -33,8 +38,13 @@ def marginals(
 
 
 def decode(
-    emissions: Tensor, transitions: Tensor, lengths: Tensor, *,
-    start: Tensor | None = None, end: Tensor | None = None, validate: bool = True,
+    emissions: Tensor,
+    transitions: Tensor,
+    lengths: Tensor,
+    *,
+    start: Tensor | None = None,
+    end: Tensor | None = None,
+    validate: bool = True,
     repair: bool = False,
 ) -> Tensor:
     """Per-token argmax (B, N), -1 on padding; with ``repair=True`` the sequence maximising the
@@ -45,14 +55,24 @@ def decode(
     if not repair:
         return argmax_tags(log_probs, lengths)
     return crf.decode(
-        log_probs, forbidden_pattern(transitions), lengths,
-        start=forbidden_pattern(start), end=forbidden_pattern(end), validate=False,
+        log_probs,
+        forbidden_pattern(transitions),
+        lengths,
+        start=forbidden_pattern(start),
+        end=forbidden_pattern(end),
+        validate=False,
     )
 
 
 def loss(
-    emissions: Tensor, transitions: Tensor, lengths: Tensor, tags: Tensor, *,
-    start: Tensor | None = None, end: Tensor | None = None, validate: bool = True,
+    emissions: Tensor,
+    transitions: Tensor,
+    lengths: Tensor,
+    tags: Tensor,
+    *,
+    start: Tensor | None = None,
+    end: Tensor | None = None,
+    validate: bool = True,
 ) -> Tensor:
     """Token cross-entropy summed over each sequence (B,)."""
     if validate:
@@ -61,8 +81,14 @@ def loss(
 
 
 def partial_loss(
-    emissions: Tensor, transitions: Tensor, lengths: Tensor, allowed: Tensor, *,
-    start: Tensor | None = None, end: Tensor | None = None, validate: bool = True,
+    emissions: Tensor,
+    transitions: Tensor,
+    lengths: Tensor,
+    allowed: Tensor,
+    *,
+    start: Tensor | None = None,
+    end: Tensor | None = None,
+    validate: bool = True,
 ) -> Tensor:
     """``−Σ_i log Σ_{t allowed} p_i(t)`` (B,): each token's probability of an allowed tag."""
     if validate:
@@ -71,8 +97,13 @@ def partial_loss(
 
 
 def log_partition(
-    emissions: Tensor, transitions: Tensor, lengths: Tensor, *,
-    start: Tensor | None = None, end: Tensor | None = None, validate: bool = True,
+    emissions: Tensor,
+    transitions: Tensor,
+    lengths: Tensor,
+    *,
+    start: Tensor | None = None,
+    end: Tensor | None = None,
+    validate: bool = True,
 ) -> Tensor:
     """Log-normaliser of the factorised model (B,): ``Σ_{i<len} logsumexp_t emissions[i, t]``."""
     if validate:

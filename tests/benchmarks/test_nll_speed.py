@@ -1,23 +1,31 @@
 """Benchmark, not a test: training-loss forward + backward at B=64, N=50, T=17 on one CPU thread.
 
 Exact CRF NLL for ``crf``, ``crf-scan``, pytorch-crf 0.7.2 and torch-struct 0.5, and the BCRF
-(10 iterations) and mean-field (10 iterations) losses, all on the same scores (shared
-transitions, start/end scores, lengths 25..50). In the normal test run (``--benchmark-disable``)
-each body runs once as a smoke check; time it with::
+(10 iterations) and mean-field (10 iterations) losses, all on the same float32 scores (shared
+transitions, start/end scores, lengths 25..50), in torch and in jitted JAX
+(``jax.value_and_grad``, compiled in a warm-up call before timing, outputs awaited with
+``block_until_ready``). In the normal test run (``--benchmark-disable``) each body runs once as
+a smoke check; time it with::
 
     python -m pytest tests/benchmarks --benchmark-enable --benchmark-only \
         --benchmark-columns=median,iqr,rounds
 
-One thread because torch's default two threads stall for hundreds of ms on a loaded 2-core machine.
+One thread (torch ``set_num_threads(1)``; XLA ``--xla_cpu_multi_thread_eigen=false
+intra_op_parallelism_threads=1``, set before JAX starts computing) because the default two threads
+stall for hundreds of ms on a loaded 2-core machine.
 """
 
 from __future__ import annotations
 
-import pytest
-import torch
+import os
 
-import implementations
-from implementations import peers
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import implementations  # noqa: E402
+from implementations import peers  # noqa: E402
 
 BATCH, LENGTH, NUM_TAGS = 64, 50, 17
 
@@ -48,6 +56,7 @@ def _forward_backward(loss_fn, leaves):
         loss_fn().sum().backward()
         for leaf in leaves:
             leaf.grad = None
+
     return run
 
 
@@ -56,19 +65,24 @@ def _record(benchmark, name):
     benchmark.extra_info.update(implementation=name, threads=torch.get_num_threads())
 
 
-@pytest.mark.parametrize(
+METHODS = pytest.mark.parametrize(
     ("method", "options"),
     [("crf", {}), ("crf-scan", {}), ("bcrf", {"iterations": 10}), ("meanfield", {"iterations": 10})],
     ids=["crf", "crf-scan", "bcrf-10", "meanfield-10"],
 )
+
+
+@METHODS
 def test_ours(benchmark, scores, method, options):
     emissions, transitions, lengths, tags, start, end = scores
     loss = implementations.get(method, "torch").loss
     _record(benchmark, method)
-    benchmark(_forward_backward(
-        lambda: loss(emissions, transitions, lengths, tags, start=start, end=end, **options),
-        (emissions, transitions, start, end),
-    ))
+    benchmark(
+        _forward_backward(
+            lambda: loss(emissions, transitions, lengths, tags, start=start, end=end, **options),
+            (emissions, transitions, start, end),
+        )
+    )
 
 
 def test_pytorch_crf(benchmark, scores):
@@ -77,9 +91,11 @@ def test_pytorch_crf(benchmark, scores):
     crf = peers.to_pytorch_crf(transitions.detach(), start.detach(), end.detach())
     mask = peers.pytorch_crf_mask(lengths, LENGTH)
     _record(benchmark, "pytorch-crf 0.7.2")
-    benchmark(_forward_backward(
-        lambda: -crf(emissions, tags, mask=mask, reduction="none"), (emissions, *crf.parameters())
-    ))
+    benchmark(
+        _forward_backward(
+            lambda: -crf(emissions, tags, mask=mask, reduction="none"), (emissions, *crf.parameters())
+        )
+    )
 
 
 def test_torch_struct(benchmark, scores):
@@ -93,3 +109,23 @@ def test_torch_struct(benchmark, scores):
 
     _record(benchmark, "torch-struct 0.5")
     benchmark(_forward_backward(nll, (emissions, transitions, start, end)))
+
+
+@METHODS
+def test_ours_jax(benchmark, scores, method, options):
+    jax = pytest.importorskip("jax")
+    from implementations.interop import from_numpy, to_numpy
+
+    emissions, transitions, lengths, tags, start, end = (
+        from_numpy(to_numpy(x), "jax", "float32" if x.is_floating_point() else "int32") for x in scores
+    )
+    loss = implementations.get(method, "jax").loss
+
+    def total(emissions, transitions, start, end):
+        value = loss(emissions, transitions, lengths, tags, start=start, end=end, validate=False, **options)
+        return value.sum()
+
+    step = jax.jit(jax.value_and_grad(total, argnums=(0, 1, 2, 3)))
+    jax.block_until_ready(step(emissions, transitions, start, end))  # compile outside the timing
+    _record(benchmark, f"{method} (jax, jit)")
+    benchmark(lambda: jax.block_until_ready(step(emissions, transitions, start, end)))

@@ -1,0 +1,7 @@
+"""``python -m crfbench``: see :mod:`crfbench.cli`."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,363 @@
+"""Agreement between implementations: does every backend compute the same numbers, and the
+right ones?
+
+Every method × backend runs on a fixed grid of instances (lengths N, tag-set sizes T, with and
+without -inf constraints, float32 and float64; 3 sequences each, one of full length and two of
+random lengths, so padding is exercised). Each backend is compared with the other, and with a
+NumPy oracle from ``implementations.reference``: brute-force enumeration for the exact CRF where
+``T**N`` is small, the cluster-by-cluster loop IBP for BCRF (same iterations), the loop mean
+field, the closed forms of the unstructured model. Oracles run in float64; a float32 backend is
+held to float32 tolerances.
+
+Tolerance of a comparison: ``atol + rtol · max|reference|`` with (atol, rtol) = (1e-10, 1e-10) in
+float64 and (1e-4, 1e-5) in float32; decoded tags are compared as the fraction of positions that
+differ, which must be 0 (float64) or at most 2 % (float32: near-ties may break either way), and
+against brute force by the score of the decoded path, which must be the best score.
+
+Mean field on constrained instances is ill-conditioned: its default penalty (-1e4) makes fields of
+magnitude 1e4, whose rounding (1e4·ε) the parallel updates amplify (they often settle into a
+2-cycle), and its lower bound multiplies marginals by the penalty. Those rows use (1e-6, 1e-8) in
+float64 and (1e-1, 1e-3) in float32; every other row uses the tolerances above.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import implementations
+from implementations.interop import from_numpy, to_numpy
+from implementations.reference import brute_force, ibp, meanfield, unstructured
+from implementations.reference.common import logsumexp
+
+COLUMNS = [
+    "method",
+    "function",
+    "quantity",
+    "backend_a",
+    "backend_b",
+    "N",
+    "T",
+    "dtype",
+    "neg_inf",
+    "max_abs_err",
+    "max_rel_err",
+    "tolerance",
+    "ok",
+]
+BATCH = 3
+BRUTE_FORCE_LIMIT = 20_000  # enumerate T**N paths only up to this many
+OPTIONS = {
+    "crf": {},
+    "crf-scan": {},
+    "bcrf": {"iterations": 10},
+    "meanfield": {"iterations": 10},
+    "unstructured": {},
+}
+TOLERANCES = {  # (dtype, ill-conditioned) -> atol, rtol, fraction of decoded tags that may differ
+    ("float64", False): (1e-10, 1e-10, 0.0),
+    ("float32", False): (1e-4, 1e-5, 0.02),
+    ("float64", True): (1e-6, 1e-8, 0.0),
+    ("float32", True): (1e-1, 1e-3, 0.02),
+}
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The instances to compare on."""
+
+    lengths: tuple[int, ...] = (1, 2, 3, 8, 64)
+    num_tags: tuple[int, ...] = (2, 5, 17)
+    neg_inf: tuple[bool, ...] = (False, True)
+    dtypes: tuple[str, ...] = ("float32", "float64")
+
+
+FULL_GRID = Grid()
+QUICK_GRID = Grid(lengths=(1, 2, 3, 8), num_tags=(2, 5))
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One batch in NumPy float64: per-position transitions, start/end, gold tags on a finite
+    path and a partial annotation that allows them."""
+
+    emissions: np.ndarray  # (B, N, T)
+    transitions: np.ndarray  # (B, N-1, T, T)
+    lengths: np.ndarray  # (B,)
+    start: np.ndarray  # (T,)
+    end: np.ndarray  # (T,)
+    tags: np.ndarray  # (B, N)
+    allowed: np.ndarray  # (B, N, T) bool
+
+    def sequence(self, b: int) -> dict[str, np.ndarray]:
+        """Scores of sequence ``b`` alone, as the oracles take them."""
+        n = int(self.lengths[b])
+        return {
+            "emissions": self.emissions[b, :n],
+            "transitions": self.transitions[b, : n - 1],
+            "start": self.start,
+            "end": self.end,
+        }
+
+
+def make_instance(length: int, num_tags: int, neg_inf: bool, seed: int) -> Instance:
+    """A random batch; with ``neg_inf``, about a third of the transitions and one start and end
+    score are -inf, never on the gold path."""
+    rng = np.random.default_rng(seed)
+    lengths = np.concatenate([[length], rng.integers(1, length + 1, size=BATCH - 1)])
+    emissions = 2.0 * rng.standard_normal((BATCH, length, num_tags))
+    transitions = rng.standard_normal((BATCH, max(length - 1, 0), num_tags, num_tags))
+    start, end = rng.standard_normal(num_tags), rng.standard_normal(num_tags)
+    tags = rng.integers(0, num_tags, size=(BATCH, length))
+    if neg_inf:
+        transitions[rng.random(transitions.shape) < 1 / 3] = -np.inf
+        start[rng.integers(num_tags)] = end[rng.integers(num_tags)] = -np.inf
+        start[tags[:, 0]] = rng.standard_normal(BATCH)
+        end[tags[np.arange(BATCH), lengths - 1]] = rng.standard_normal(BATCH)
+        for b, i in itertools.product(range(BATCH), range(length - 1)):
+            transitions[b, i, tags[b, i], tags[b, i + 1]] = rng.standard_normal()
+    allowed = rng.random((BATCH, length, num_tags)) < 0.5
+    np.put_along_axis(allowed, tags[..., None], True, axis=-1)
+    return Instance(emissions, transitions, lengths, start, end, tags, allowed)
+
+
+def run_backend(
+    method: str, backend: str, instance: Instance, dtype: str
+) -> dict[tuple[str, str], np.ndarray]:
+    """Every contract function of ``method`` in ``backend``: {(function, quantity): array}."""
+    module = implementations.get(method, backend)
+    scores = [from_numpy(a, backend, dtype) for a in (instance.emissions, instance.transitions)]
+    lengths = from_numpy(instance.lengths, backend)
+    boundary = {
+        "start": from_numpy(instance.start, backend, dtype),
+        "end": from_numpy(instance.end, backend, dtype),
+    }
+    options = OPTIONS[method]
+    tags = from_numpy(instance.tags, backend)
+    allowed = from_numpy(instance.allowed, backend)
+    unary, pairwise = module.marginals(*scores, lengths, **boundary, **options)
+    results = {
+        ("marginals", "unary"): unary,
+        ("marginals", "pairwise"): pairwise,
+        ("decode", "tags"): module.decode(*scores, lengths, **boundary, **options),
+        ("loss", "value"): module.loss(*scores, lengths, tags, **boundary, **options),
+        ("partial_loss", "value"): module.partial_loss(*scores, lengths, allowed, **boundary, **options),
+        ("log_partition", "value"): module.log_partition(*scores, lengths, **boundary, **options),
+    }
+    return {key: to_numpy(value) for key, value in results.items()}
+
+
+def _padded(rows: list[np.ndarray], shape: tuple[int, ...], fill: float) -> np.ndarray:
+    out = np.full(shape, fill)
+    for b, row in enumerate(rows):
+        out[(b, *(slice(0, s) for s in row.shape))] = row
+    return out
+
+
+def run_reference(method: str, instance: Instance) -> tuple[str, dict[tuple[str, str], np.ndarray]] | None:
+    """The oracle's name and its results in the backends' layout, or None where none is feasible."""
+    batch, length, num_tags = instance.emissions.shape
+    sequences = [instance.sequence(b) for b in range(batch)]
+    gold = [instance.tags[b, : instance.lengths[b]] for b in range(batch)]
+    allowed = [instance.allowed[b, : instance.lengths[b]] for b in range(batch)]
+    if method in ("crf", "crf-scan"):
+        if num_tags**length > BRUTE_FORCE_LIMIT:
+            return None
+        marginals = [brute_force.marginals(**s) for s in sequences]
+        log_z = np.array([brute_force.log_partition(**s) for s in sequences])
+        golds = np.array([brute_force.path_score(g, **s) for g, s in zip(gold, sequences, strict=True)])
+        restricted = np.array(
+            [brute_force.log_partition(**s, allowed=a) for s, a in zip(sequences, allowed, strict=True)]
+        )
+        results = {
+            ("log_partition", "value"): log_z,
+            ("loss", "value"): log_z - golds,
+            ("partial_loss", "value"): log_z - restricted,
+            ("decode", "path_score"): np.array([brute_force.best(**s)[0] for s in sequences]),
+        }
+        name = "brute-force"
+    elif method == "bcrf":
+        iterations = OPTIONS["bcrf"]["iterations"]
+        runs = [ibp.bcrf(**s, iterations=iterations) for s in sequences]
+        masked = [
+            ibp.bcrf(**{**s, "emissions": np.where(a, s["emissions"], -np.inf)}, iterations=iterations)
+            for s, a in zip(sequences, allowed, strict=True)
+        ]
+        decoded = [ibp.bcrf(**s, iterations=iterations, tau=0.1).unary.argmax(-1) for s in sequences]
+        values = np.array([r.log_partition for r in runs])
+        golds = np.array([brute_force.path_score(g, **s) for g, s in zip(gold, sequences, strict=True)])
+        marginals = [(r.unary, r.pairwise) for r in runs]
+        results = {
+            ("log_partition", "value"): values,
+            ("loss", "value"): values - golds,
+            ("partial_loss", "value"): values - np.array([r.log_partition for r in masked]),
+            ("decode", "tags"): _padded(decoded, (batch, length), -1),
+        }
+        name = "ibp-loop"
+    elif method == "meanfield":
+        runs = [meanfield.meanfield(**s, iterations=OPTIONS["meanfield"]["iterations"]) for s in sequences]
+        marginals = [(r.unary, r.pairwise) for r in runs]
+        nll = [-r.log_unary[np.arange(len(g)), g].sum() for r, g in zip(runs, gold, strict=True)]
+        partial = [
+            -logsumexp(np.where(a, r.log_unary, -np.inf), axis=-1).sum()
+            for r, a in zip(runs, allowed, strict=True)
+        ]
+        results = {
+            ("log_partition", "value"): np.array([r.lower_bound for r in runs]),
+            ("loss", "value"): np.array(nll),
+            ("partial_loss", "value"): np.array(partial),
+            ("decode", "tags"): _padded([r.unary.argmax(-1) for r in runs], (batch, length), -1),
+        }
+        name = "meanfield-loop"
+    else:
+        marginals = [unstructured.marginals(s["emissions"]) for s in sequences]
+        results = {
+            ("log_partition", "value"): np.array(
+                [unstructured.log_partition(s["emissions"]) for s in sequences]
+            ),
+            ("loss", "value"): np.array(
+                [unstructured.loss(s["emissions"], g) for s, g in zip(sequences, gold, strict=True)]
+            ),
+            ("partial_loss", "value"): np.array(
+                [
+                    unstructured.partial_loss(s["emissions"], a)
+                    for s, a in zip(sequences, allowed, strict=True)
+                ]
+            ),
+            ("decode", "tags"): _padded([u.argmax(-1) for u, _ in marginals], (batch, length), -1),
+        }
+        name = "closed-form"
+    results[("marginals", "unary")] = _padded([u for u, _ in marginals], (batch, length, num_tags), 0.0)
+    results[("marginals", "pairwise")] = _padded(
+        [p for _, p in marginals], (batch, max(length - 1, 0), num_tags, num_tags), 0.0
+    )
+    return name, results
+
+
+def compare(
+    got: np.ndarray, expected: np.ndarray, tolerance: tuple[float, float, float]
+) -> tuple[float, float, float]:
+    """(max_abs_err, max_rel_err, tolerance) of ``got`` against ``expected``; -inf matching -inf
+    and +inf/NaN anywhere count as exact / infinite error."""
+    atol, rtol, _ = tolerance
+    got, expected = np.asarray(got, dtype=np.float64), np.asarray(expected, dtype=np.float64)
+    error = np.abs(np.subtract(got, expected, out=np.zeros_like(got), where=got != expected))
+    error = np.where(np.isnan(error), np.inf, error)  # NaN anywhere: infinitely wrong
+    scale = float(np.abs(np.where(np.isfinite(expected), expected, 0.0)).max(initial=0.0))
+    worst = float(error.max(initial=0.0))
+    return worst, worst / max(scale, np.finfo(np.float64).tiny), atol + rtol * scale
+
+
+def compare_tags(
+    got: np.ndarray, expected: np.ndarray, lengths: np.ndarray, tolerance: tuple[float, float, float]
+) -> tuple[float, float, float]:
+    """Fraction of positions whose decoded tag differs, against its tolerance."""
+    inside = np.arange(got.shape[1])[None, :] < lengths[:, None]
+    mismatch = float((got != expected)[inside].mean()) if inside.any() else 0.0
+    return mismatch, mismatch, tolerance[2]
+
+
+def _decoded_path_scores(tags: np.ndarray, instance: Instance) -> np.ndarray:
+    return np.array(
+        [
+            brute_force.path_score(tags[b, : instance.lengths[b]], **instance.sequence(b))
+            for b in range(tags.shape[0])
+        ]
+    )
+
+
+def agreement_rows(grid: Grid, backends: tuple[str, ...]) -> Iterator[dict[str, object]]:
+    """One row per comparison, over the whole grid."""
+    points = itertools.product(grid.lengths, grid.num_tags, grid.neg_inf)
+    for seed, (length, num_tags, neg_inf) in enumerate(points):
+        instance = make_instance(length, num_tags, neg_inf, seed)
+        for method in implementations.METHODS:
+            reference = run_reference(method, instance)
+            for dtype in grid.dtypes:
+                tolerance = TOLERANCES[dtype, method == "meanfield" and neg_inf]
+                ours = {backend: run_backend(method, backend, instance, dtype) for backend in backends}
+                pairs = [(a, b, ours[a], ours[b]) for a, b in itertools.combinations(backends, 2)]
+                if reference is not None:
+                    pairs += [(a, reference[0], ours[a], reference[1]) for a in backends]
+                for backend_a, backend_b, got, expected in pairs:
+                    for (function, quantity), value in expected.items():
+                        if quantity == "tags":
+                            errors = compare_tags(
+                                got[(function, quantity)], value, instance.lengths, tolerance
+                            )
+                        elif quantity == "path_score":  # scored in float64 by the oracle
+                            decoded_scores = _decoded_path_scores(got[(function, "tags")], instance)
+                            errors = compare(decoded_scores, value, TOLERANCES["float64", False])
+                        else:
+                            errors = compare(got[(function, quantity)], value, tolerance)
+                        yield dict(
+                            zip(
+                                COLUMNS,
+                                (
+                                    method,
+                                    function,
+                                    quantity,
+                                    backend_a,
+                                    backend_b,
+                                    length,
+                                    num_tags,
+                                    dtype,
+                                    neg_inf,
+                                    *errors,
+                                    errors[0] <= errors[2],
+                                ),
+                                strict=True,
+                            )
+                        )
+
+
+def markdown_report(table: pd.DataFrame) -> str:
+    """A readable summary: worst error per method, comparison and dtype, then every failure."""
+    summary = (
+        table.assign(ratio=table.max_abs_err / table.tolerance.where(table.tolerance > 0, np.nan))
+        .groupby(["method", "backend_a", "backend_b", "dtype"], sort=False)
+        .agg(
+            comparisons=("ok", "size"),
+            failed=("ok", lambda ok: int((~ok).sum())),
+            worst_abs_err=("max_abs_err", "max"),
+            worst_err_over_tolerance=("ratio", "max"),
+        )
+        .reset_index()
+    )
+    failures = table[~table.ok]
+    lines = [
+        "# Agreement between implementations",
+        "",
+        "Generated by `python -m crfbench agree` from `results/agreement/agreement.csv`; every "
+        "backend against the other and against a NumPy oracle (brute force, loop IBP, loop mean "
+        "field, closed forms). Tolerances: see `crfbench/agreement.py`.",
+        "",
+        f"{len(table)} comparisons, {int((~table.ok).sum())} outside tolerance.",
+        "",
+        summary.to_markdown(index=False, floatfmt=".2e"),
+        "",
+    ]
+    if len(failures):
+        lines += ["## Outside tolerance", "", failures.to_markdown(index=False, floatfmt=".2e"), ""]
+    return "\n".join(lines)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file, so ``path`` is complete or absent."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(text)
+    temporary.replace(path)
+
+
+def run(grid: Grid, backends: tuple[str, ...], csv_path: Path, report_path: Path) -> pd.DataFrame:
+    """Compute every comparison, write the CSV and the Markdown report, return the table."""
+    table = pd.DataFrame(agreement_rows(grid, backends), columns=COLUMNS)
+    write_atomic(csv_path, table.to_csv(index=False, float_format="%.3e"))
+    write_atomic(report_path, markdown_report(table))
+    return table

@@ -1,0 +1,76 @@
+"""The agreement report: it writes complete, tidy outputs, passes on the real implementations,
+and fails (exit 1) when an implementation is off by more than its tolerance."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from crfbench import agreement, cli
+
+TINY = agreement.Grid(lengths=(1, 3), num_tags=(2, 3), neg_inf=(False, True), dtypes=("float64",))
+
+
+def test_compare_treats_matching_neg_inf_as_exact_and_nan_as_infinite():
+    tolerance = agreement.TOLERANCES["float64", False]
+    assert agreement.compare(np.array([-np.inf, 1.0]), np.array([-np.inf, 1.0]), tolerance)[0] == 0.0
+    assert agreement.compare(np.array([np.nan]), np.array([1.0]), tolerance)[0] == np.inf
+    assert agreement.compare(np.array([-np.inf]), np.array([0.0]), tolerance)[0] == np.inf
+    error, relative, allowed = agreement.compare(np.array([2.0 + 1e-9]), np.array([2.0]), tolerance)
+    assert (
+        error == pytest.approx(1e-9) and relative == pytest.approx(5e-10) and allowed == pytest.approx(3e-10)
+    )
+
+
+def test_compare_tags_counts_only_positions_inside_the_length():
+    got = np.array([[0, 1, -1], [2, 2, 2]])
+    expected = np.array([[0, 1, 5], [2, 0, 2]])
+    mismatch, _, _ = agreement.compare_tags(
+        got, expected, np.array([2, 3]), agreement.TOLERANCES["float64", False]
+    )
+    assert mismatch == pytest.approx(1 / 5)
+
+
+def test_instances_keep_the_gold_path_finite():
+    from implementations.reference import brute_force
+
+    for seed in range(5):
+        instance = agreement.make_instance(6, 3, neg_inf=True, seed=seed)
+        assert np.isneginf(instance.transitions).any()
+        for b in range(agreement.BATCH):
+            n = instance.lengths[b]
+            assert np.isfinite(brute_force.path_score(instance.tags[b, :n], **instance.sequence(b)))
+            assert instance.allowed[b, np.arange(n), instance.tags[b, :n]].all()
+
+
+def test_report_on_the_real_implementations(tmp_path):
+    csv, report = tmp_path / "agreement" / "agreement.csv", tmp_path / "agreement.md"
+    table = agreement.run(TINY, ("torch",), csv, report)
+    written = pd.read_csv(csv)
+    assert list(written.columns) == agreement.COLUMNS
+    assert len(written) == len(table) > 0 and written.ok.all()
+    assert set(written.method) == {"crf", "crf-scan", "bcrf", "meanfield", "unstructured"}
+    assert {"brute-force", "ibp-loop", "meanfield-loop", "closed-form"} <= set(written.backend_b)
+    text = report.read_text()
+    assert f"{len(table)} comparisons, 0 outside tolerance" in text
+    assert not list(tmp_path.rglob(".*.tmp")), "temporary files left behind"
+
+
+def test_a_wrong_implementation_fails_the_command(tmp_path, monkeypatch):
+    real = agreement.run_backend
+
+    def off_by_a_little(method, backend, instance, dtype):
+        results = real(method, backend, instance, dtype)
+        if method == "bcrf":
+            results[("log_partition", "value")] = results[("log_partition", "value")] + 1e-6
+        return results
+
+    monkeypatch.setattr(agreement, "run_backend", off_by_a_little)
+    monkeypatch.setattr(agreement, "QUICK_GRID", TINY)
+    csv, report = tmp_path / "a.csv", tmp_path / "a.md"
+    status = cli.main(["agree", "--backends", "torch", "--quick", "--csv", str(csv), "--report", str(report)])
+    assert status == 1
+    failures = pd.read_csv(csv).query("not ok")
+    assert set(failures.method) == {"bcrf"} and set(failures.function) == {"log_partition"}
+    assert "Outside tolerance" in report.read_text()
