@@ -11,9 +11,13 @@ import importlib
 from types import ModuleType
 
 METHODS: tuple[str, ...] = ("crf", "crf-scan", "bcrf", "meanfield", "unstructured")
-BACKENDS: tuple[str, ...] = ("torch",)
+BACKENDS: tuple[str, ...] = ("torch", "jax")
 
-_PACKAGES = {"torch": "implementations.torch_backend"}
+_PACKAGES = {"torch": "implementations.torch_backend", "jax": "implementations.jax_backend"}
+_NEEDS = {  # the framework each backend imports, and how to install it
+    "torch": ("torch", "pip install 'torch==2.13.0'"),
+    "jax": ("jax", "pip install 'crfbench[jax]'"),
+}
 
 
 def get(method: str, backend: str = "torch") -> ModuleType:
@@ -25,6 +29,11 @@ def get(method: str, backend: str = "torch") -> ModuleType:
         raise ValueError(f"unknown method {method!r}; valid methods: {', '.join(METHODS)}")
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; valid backends: {', '.join(BACKENDS)}")
+    framework, install = _NEEDS[backend]
+    try:
+        importlib.import_module(framework)
+    except ImportError as error:
+        raise ImportError(f"backend {backend!r} needs {framework}: {install}") from error
     return importlib.import_module(f"{_PACKAGES[backend]}.{method.replace('-', '_')}")
 
 

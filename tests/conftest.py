@@ -6,16 +6,40 @@ Select a hypothesis profile with the environment variable ``HYPOTHESIS_PROFILE``
   on two cores;
 - ``dev``: more examples, still no deadline;
 - ``thorough``: many examples, for a long run before a release.
+
+Tests that take a ``backend`` argument run once per backend in ``implementations.BACKENDS``
+(ids ``torch`` / ``jax``; ``-k torch`` or ``-k jax`` selects one half, the latter with the
+jax-only tests marked ``jax``). The jax half is skipped when jax is not installed, and deselected
+for the parameter combinations marked ``torch_only`` (large oracle grids whose jax half runs a
+covering subset). jax is switched to 64-bit mode at import, so float64 inputs stay float64.
 """
 
 from __future__ import annotations
 
 import os
 
+import pytest
 import torch
 from hypothesis import HealthCheck, settings
 
+import implementations
+
+from .implementations import backends
+
 torch.set_num_threads(1)
+
+try:
+    import jax
+except ImportError:  # the jax half of the suite is skipped
+    jax = None
+else:
+    jax.config.update("jax_enable_x64", True)
+    # The jax half compiles hundreds of tiny programs (one per function, options and shape) and
+    # runs each for microseconds: skip LLVM's expensive code optimisations (~1.5x less compile
+    # time). The HLO program, and so what is computed, is unchanged. Set the environment variable
+    # JAX_DISABLE_MOST_OPTIMIZATIONS=0 to test fully optimised code.
+    if "JAX_DISABLE_MOST_OPTIMIZATIONS" not in os.environ:
+        jax.config.update("jax_disable_most_optimizations", True)
 
 _COMMON = {
     "deadline": None,
@@ -26,3 +50,40 @@ settings.register_profile("ci", max_examples=20, derandomize=True, **_COMMON)
 settings.register_profile("dev", max_examples=100, **_COMMON)
 settings.register_profile("thorough", max_examples=1000, **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(scope="session", params=implementations.BACKENDS)
+def backend(request: pytest.FixtureRequest) -> backends.Backend:
+    """The test adapter of each backend in turn; jax is skipped when it is not installed.
+
+    Session-scoped (one adapter per backend), which also keeps it usable from ``@given`` tests.
+    """
+    if request.param == "jax":
+        pytest.importorskip("jax")
+    return backends.get(request.param)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "jax: a test of the jax backend alone (test_jit.py, test_cross_backend.py); in -k jax"
+    )
+    config.addinivalue_line(
+        "markers",
+        "torch_only: run this parameter combination on the torch backend only (a large oracle grid "
+        "whose jax half runs a covering subset; test_cross_backend.py checks jax == torch)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the jax half of the parameter combinations marked ``torch_only``."""
+    dropped = [
+        item
+        for item in items
+        if item.get_closest_marker("torch_only") is not None
+        and getattr(item, "callspec", None) is not None
+        and item.callspec.params.get("backend") == "jax"
+    ]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        ids = {id(item) for item in dropped}
+        items[:] = [item for item in items if id(item) not in ids]

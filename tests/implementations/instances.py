@@ -4,11 +4,13 @@ An :class:`Instance` is a padded batch in NumPy float64: emissions ``(B, N, T)``
 shared ``(T, T)`` or per position ``(B, N-1, T, T)``, lengths ``(B,)``, optional start/end, and a
 *planted* gold path per sequence whose score is finite (so every sequence has at least one valid
 tag sequence, whatever the random ``-inf`` pattern). Everything past a sequence's length is
-garbage (large values and ``-inf``) that the backends must ignore.
+garbage (large values and ``-inf``) that the backends must ignore. ``Instance.arrays(backend)``
+hands the same instance to any backend (see ``backends.py``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -18,6 +20,9 @@ from hypothesis import strategies as st
 
 from implementations.reference import brute_force
 from implementations.reference.common import fold_arc_weights
+
+from . import backends
+from .backends import Backend
 
 GARBAGE_SCALE = 40.0
 
@@ -90,6 +95,25 @@ class Instance:
         """``(B, N)`` bool: position inside the sequence."""
         return np.arange(self.length)[None, :] < self.lengths[:, None]
 
+    def scores(self) -> dict[str, np.ndarray | None]:
+        """Fresh NumPy copies of ``emissions, transitions, lengths, start, end`` (safe to mutate)."""
+        return {
+            "emissions": self.emissions.copy(),
+            "transitions": self.transitions.copy(),
+            "lengths": self.lengths.copy(),
+            "start": None if self.start is None else self.start.copy(),
+            "end": None if self.end is None else self.end.copy(),
+        }
+
+    def arrays(self, backend: Backend | str, dtype: str = "float64") -> dict[str, Any]:
+        """Keyword arguments ``emissions, transitions, lengths, start, end`` as arrays of
+        ``backend`` (an adapter or its name), scores in ``dtype`` and lengths int64."""
+        return _adapter(backend).arrays(self.scores(), dtype)
+
+    def gold_array(self, backend: Backend | str) -> Any:
+        """The planted gold tags ``(B, N)`` as an int64 array of ``backend`` (-1 on padding)."""
+        return _adapter(backend).array(self.gold)
+
     def torch(self, dtype: torch.dtype = torch.float64, grad: bool = False) -> dict[str, Any]:
         """Keyword arguments ``emissions, transitions, lengths, start, end`` as torch tensors.
 
@@ -111,6 +135,10 @@ class Instance:
 
     def gold_tensor(self) -> torch.Tensor:
         return torch.tensor(self.gold, dtype=torch.int64)
+
+
+def _adapter(backend: Backend | str) -> Backend:
+    return backends.get(backend) if isinstance(backend, str) else backend
 
 
 def make_instance(
@@ -254,8 +282,24 @@ def path_is_valid(inst: Instance, b: int, path: np.ndarray) -> bool:
     return bool(np.isfinite(brute_force.path_score(path, **inst.seq(b))))
 
 
-def npy(x: torch.Tensor) -> np.ndarray:
-    return x.detach().cpu().numpy()
+def invoke(function: Callable[..., Any], kw: dict[str, Any], *extra: Any, **opts: Any) -> Any:
+    """``function(emissions, transitions, lengths, *extra, start=..., end=..., **opts)`` with the
+    scores taken from the dict ``kw`` (as :meth:`Instance.arrays` builds it); ``extra`` is the
+    gold ``tags`` of ``loss`` or the ``allowed`` mask of ``partial_loss``."""
+    scores = (kw["emissions"], kw["transitions"], kw["lengths"])
+    return function(*scores, *extra, start=kw.get("start"), end=kw.get("end"), **opts)
+
+
+def apply(mod: Any, fn: str, kw: dict[str, Any], *extra: Any, **opts: Any) -> Any:
+    """:func:`invoke` of the contract function ``fn`` of module ``mod``."""
+    return invoke(getattr(mod, fn), kw, *extra, **opts)
+
+
+def npy(x: Any) -> np.ndarray:
+    """A NumPy copy of a torch tensor or a jax array."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().numpy()
+    return np.array(x)
 
 
 def scale_instance(inst: Instance, factor: float) -> Instance:

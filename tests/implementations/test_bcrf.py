@@ -4,6 +4,7 @@ Oracles: ``reference/ibp.py`` (the digest's Algorithm 1, cluster by cluster in a
 truncated iterates; ``reference/bregman_convex.py`` (Newton on the smooth dual of
 ``max_{q ∈ conv(Y)} <q, θ> + H(q)``) for the limit; brute-force enumeration / the exact CRF for
 bounds; autograd and finite differences for gradients; closed forms for lengths 1 and 2.
+Every test that calls a backend runs against each of them (``backend`` fixture).
 """
 
 from __future__ import annotations
@@ -14,17 +15,17 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
-from hypothesis import given
 from hypothesis import strategies as st
 
-import implementations
 from implementations.reference import bregman_convex, brute_force, ibp
 from implementations.reference.common import logsumexp, softmax, unary_scores
 
+from . import backends
+from .backends import Backend
 from .instances import (
     Instance,
     all_lengths_instance,
+    apply,
     instances,
     make_instance,
     npy,
@@ -37,24 +38,36 @@ ORDERS = ("odd-even", "even-odd")
 CONVERGED = 400  # iterations: violation < 1e-13 at τ = 1 for n <= 12 (digest §1.4 table)
 
 
-def bcrf() -> Any:
-    return implementations.get("bcrf", backend="torch")
+def bcrf(backend: Backend) -> Any:
+    return backend.module("bcrf")
 
 
-def args(inst: Instance, **kw: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    t = inst.torch(**kw)
+def args(inst: Instance, backend: Backend) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    t = inst.arrays(backend)
     return (t["emissions"], t["transitions"], t["lengths"]), {"start": t["start"], "end": t["end"]}
 
 
-def marginals(inst: Instance, **opts: Any) -> tuple[np.ndarray, np.ndarray]:
-    a, kw = args(inst)
-    u, p = bcrf().marginals(*a, **kw, **opts)
+def marginals(backend: Backend, inst: Instance, **opts: Any) -> tuple[np.ndarray, np.ndarray]:
+    a, kw = args(inst, backend)
+    u, p = bcrf(backend).marginals(*a, **kw, **opts)
     return npy(u), npy(p)
 
 
-def log_partition(inst: Instance, **opts: Any) -> np.ndarray:
-    a, kw = args(inst)
-    return npy(bcrf().log_partition(*a, **kw, **opts))
+def log_partition(backend: Backend, inst: Instance, **opts: Any) -> np.ndarray:
+    a, kw = args(inst, backend)
+    return npy(bcrf(backend).log_partition(*a, **kw, **opts))
+
+
+def run(backend: Backend, inst: Instance, *functions: str, **opts: Any) -> list[Any]:
+    """Several argument-free functions (``solve``, ``marginals``, ``log_partition``, ``decode``)
+    on ``inst`` with the same options; for jax in one compiled program."""
+    return backend.calls("bcrf", inst.arrays(backend), *[(fn, (), opts) for fn in functions])
+
+
+def marginals_and_value(backend: Backend, inst: Instance, **opts: Any) -> tuple[np.ndarray, ...]:
+    """``marginals`` (unary, pairwise) and ``log_partition`` with the same options, as NumPy."""
+    (unary, pairwise), value = run(backend, inst, "marginals", "log_partition", **opts)
+    return npy(unary), npy(pairwise), npy(value)
 
 
 def masked(inst: Instance, allowed: np.ndarray) -> Instance:
@@ -97,9 +110,9 @@ def convex_optimum(inst: Instance, b: int, tau: float) -> bregman_convex.Bregman
 
 
 @pytest.mark.parametrize("order", ORDERS)
-@pytest.mark.parametrize("iterations", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("iterations", backends.jax_subset([1, 2, 3, 4, 5], keep=[1, 2, 5]))
 @pytest.mark.parametrize("tau", [1.0, 0.1])
-def test_matches_reference_loop(order: str, iterations: int, tau: float) -> None:
+def test_matches_reference_loop(backend: Backend, order: str, iterations: int, tau: float) -> None:
     """Prop 19: the batched implementation == the cluster-by-cluster loop (1e-12), all lengths
     1..7, -inf patterns included, shared transitions for odd iteration counts; marginals, B at the
     iterate, violation, MBR decode."""
@@ -107,11 +120,10 @@ def test_matches_reference_loop(order: str, iterations: int, tau: float) -> None
     per_position = iterations % 2 == 0
     inst = all_lengths_instance(seed, 3, max_len=7, neg_inf=0.3, scale=2.0, per_position=per_position)
     opts = {"iterations": iterations, "temperature": tau, "order": order}
-    a, kw = args(inst)
-    res = bcrf().solve(*a, **kw, **opts)
-    unary, pairwise = marginals(inst, **opts)
-    b_val = log_partition(inst, **opts)
-    decoded = npy(bcrf().decode(*a, **kw, **opts))
+    res, (unary, pairwise), b_val, decoded = run(
+        backend, inst, "solve", "marginals", "log_partition", "decode", **opts
+    )
+    unary, pairwise, b_val, decoded = npy(unary), npy(pairwise), npy(b_val), npy(decoded)
     assert res.iterations == iterations and isinstance(res.iterations, int)
     np.testing.assert_array_equal(npy(res.unary), unary)
     np.testing.assert_array_equal(npy(res.pairwise), pairwise)
@@ -133,17 +145,18 @@ def _assert_argmax(decoded: np.ndarray, scores: np.ndarray, tol: float = 1e-9) -
     np.testing.assert_allclose(got, best, rtol=0, atol=tol)
 
 
-@given(
+@backends.given(
     inst=instances(max_len=7, max_tags=4),
     iterations=st.integers(1, 6),
     tau=st.sampled_from([1.0, 0.5, 0.1]),
     order=st.sampled_from(ORDERS),
 )
-def test_matches_reference_loop_random(inst: Instance, iterations: int, tau: float, order: str) -> None:
+def test_matches_reference_loop_random(
+    backend: Backend, inst: Instance, iterations: int, tau: float, order: str
+) -> None:
     """Prop 19, random sizes and options (hypothesis)."""
     opts = {"iterations": iterations, "temperature": tau, "order": order}
-    unary, pairwise = marginals(inst, **opts)
-    b_val = log_partition(inst, **opts)
+    unary, pairwise, b_val = marginals_and_value(backend, inst, **opts)
     for b in range(inst.batch):
         n = int(inst.lengths[b])
         ref = ibp.bcrf(**inst.seq(b), tau=tau, iterations=iterations, order=order)
@@ -152,37 +165,41 @@ def test_matches_reference_loop_random(inst: Instance, iterations: int, tau: flo
         assert b_val[b] == pytest.approx(ref.log_partition, rel=1e-12, abs=1e-10)
 
 
-def test_documented_defaults() -> None:
+def test_documented_defaults(backend: Backend) -> None:
     """iterations=10, order="odd-even", τ=1 for marginals/log_partition/loss, τ=0.1 for decode."""
     inst = all_lengths_instance(21, 4, max_len=8, neg_inf=0.2)
-    a, kw = args(inst)
+    a, kw = args(inst, backend)
     explicit = {"iterations": 10, "order": "odd-even"}
-    for x, y in zip(marginals(inst), marginals(inst, temperature=1.0, **explicit), strict=True):
+    for x, y in zip(
+        marginals(backend, inst), marginals(backend, inst, temperature=1.0, **explicit), strict=True
+    ):
         np.testing.assert_array_equal(x, y)
-    np.testing.assert_array_equal(log_partition(inst), log_partition(inst, temperature=1.0, **explicit))
-    tags = inst.gold_tensor()
     np.testing.assert_array_equal(
-        npy(bcrf().loss(*a, tags, **kw)),
-        npy(bcrf().loss(*a, tags, **kw, temperature=1.0, gradient="danskin", **explicit)),
+        log_partition(backend, inst), log_partition(backend, inst, temperature=1.0, **explicit)
     )
-    decoded = npy(bcrf().decode(*a, **kw))
-    np.testing.assert_array_equal(decoded, npy(bcrf().decode(*a, **kw, temperature=0.1, **explicit)))
-    unary, _ = marginals(inst, temperature=0.1)
+    tags = inst.gold_array(backend)
+    np.testing.assert_array_equal(
+        npy(bcrf(backend).loss(*a, tags, **kw)),
+        npy(bcrf(backend).loss(*a, tags, **kw, temperature=1.0, gradient="danskin", **explicit)),
+    )
+    decoded = npy(bcrf(backend).decode(*a, **kw))
+    np.testing.assert_array_equal(decoded, npy(bcrf(backend).decode(*a, **kw, temperature=0.1, **explicit)))
+    unary, _ = marginals(backend, inst, temperature=0.1)
     for b in range(inst.batch):
         n = int(inst.lengths[b])
         _assert_argmax(decoded[b, :n], unary[b, :n])
         ref = ibp.bcrf(**inst.seq(b), tau=0.1, iterations=10)
         _assert_argmax(decoded[b, :n], ref.unary)
     # the temperature is not ignored
-    assert not np.allclose(marginals(inst, temperature=0.1)[0], marginals(inst)[0])
+    assert not np.allclose(marginals(backend, inst, temperature=0.1)[0], marginals(backend, inst)[0])
 
 
-def test_orders_differ_before_convergence() -> None:
+def test_orders_differ_before_convergence(backend: Backend) -> None:
     """The ``order`` option is honoured: truncated iterates of the two orders differ (n >= 4)."""
     rng = np.random.default_rng(22)
     inst = make_instance(rng, batch=2, length=6, num_tags=3, lengths=[6, 4])
-    q1 = marginals(inst, iterations=1, order="odd-even")[1]
-    q2 = marginals(inst, iterations=1, order="even-odd")[1]
+    q1 = marginals(backend, inst, iterations=1, order="odd-even")[1]
+    q2 = marginals(backend, inst, iterations=1, order="even-odd")[1]
     assert np.abs(q1 - q2).max() > 1e-4
 
 
@@ -191,12 +208,11 @@ def test_orders_differ_before_convergence() -> None:
 
 @pytest.mark.parametrize("order", ORDERS)
 @pytest.mark.parametrize("tau", [1.0, 0.5])
-def test_length_three_exact_after_one_iteration(order: str, tau: float) -> None:
+def test_length_three_exact_after_one_iteration(backend: Backend, order: str, tau: float) -> None:
     """Prop 9: for n = 3 one iteration already gives the optimum (one cluster, C_odd empty)."""
     rng = np.random.default_rng(23)
     inst = make_instance(rng, batch=6, length=3, num_tags=4, lengths=[3, 3, 3, 3, 2, 1], neg_inf=0.25)
-    unary, pairwise = marginals(inst, iterations=1, temperature=tau, order=order)
-    b_val = log_partition(inst, iterations=1, temperature=tau, order=order)
+    unary, pairwise, b_val = marginals_and_value(backend, inst, iterations=1, temperature=tau, order=order)
     for b in range(inst.batch):
         n = int(inst.lengths[b])
         opt = convex_optimum(inst, b, tau)
@@ -208,14 +224,14 @@ def test_length_three_exact_after_one_iteration(order: str, tau: float) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("num_tags", [2, 3, 4])
 @pytest.mark.parametrize("neg_inf", [0.0, 0.3])
-def test_converges_to_convex_optimum(num_tags: int, neg_inf: float) -> None:
+def test_converges_to_convex_optimum(backend: Backend, num_tags: int, neg_inf: float) -> None:
     """Props 11, 12, 17: after many iterations (τ = 1) both orders reach the convex optimum,
     -inf patterns included (1e-6 required; in practice ~1e-12), and the violation is ~0."""
     inst = all_lengths_instance(24 + num_tags, num_tags, neg_inf=neg_inf, scale=1.5)
-    a, kw = args(inst)
+    a, kw = args(inst, backend)
     results = {}
     for order in ORDERS:
-        res = bcrf().solve(*a, **kw, iterations=CONVERGED, order=order)
+        res = bcrf(backend).solve(*a, **kw, iterations=CONVERGED, order=order)
         results[order] = res
         assert (npy(res.violation) < 1e-10).all()
         for b in range(inst.batch):
@@ -231,11 +247,12 @@ def test_converges_to_convex_optimum(num_tags: int, neg_inf: float) -> None:
 
 
 @pytest.mark.parametrize("tau", [0.5, 0.25, 0.1])
-def test_converges_to_convex_optimum_low_temperature(tau: float) -> None:
+def test_converges_to_convex_optimum_low_temperature(backend: Backend, tau: float) -> None:
     """As above at lower temperature (more iterations needed; still the same limit)."""
     inst = all_lengths_instance(31, 3, neg_inf=0.2)
-    unary, pairwise = marginals(inst, iterations=int(CONVERGED / tau), temperature=tau)
-    b_val = log_partition(inst, iterations=int(CONVERGED / tau), temperature=tau)
+    unary, pairwise, b_val = marginals_and_value(
+        backend, inst, iterations=int(CONVERGED / tau), temperature=tau
+    )
     for b in range(inst.batch):
         n = int(inst.lengths[b])
         opt = convex_optimum(inst, b, tau)
@@ -295,12 +312,12 @@ def test_convex_oracle_self_check() -> None:
 
 
 @pytest.mark.parametrize("tau", [1.0, 0.5])
-def test_stationarity_at_every_iterate(tau: float) -> None:
+def test_stationarity_at_every_iterate(backend: Backend, tau: float) -> None:
     """Prop 10: w/τ − log q_k lies in the row space of the constraint matrix for every k
     (least-squares residual ~1e-12); only feasibility improves with k."""
     inst = all_lengths_instance(33, 3, max_len=7, neg_inf=0.2)
     for k in (1, 2, 3, 5):
-        _, pairwise = marginals(inst, iterations=k, temperature=tau)
+        _, pairwise = marginals(backend, inst, iterations=k, temperature=tau)
         for b in range(inst.batch):
             n = int(inst.lengths[b])
             if n < 3:
@@ -319,15 +336,15 @@ def test_stationarity_at_every_iterate(tau: float) -> None:
             assert np.abs(a_mat.T @ coef - bumped).max() > 1e-3
 
 
-def test_violation_decreases() -> None:
+def test_violation_decreases(backend: Backend) -> None:
     """Prop 11: the max constraint violation shrinks with iterations (geometrically, τ = 1), is
     0 for lengths <= 2, and equals the violation recomputed from the returned iterate."""
     rng = np.random.default_rng(34)
     inst = make_instance(rng, batch=4, length=12, num_tags=4, lengths=[12, 7, 2, 1], neg_inf=0.1)
-    a, kw = args(inst)
+    a, kw = args(inst, backend)
     history = []
     for k in (1, 5, 20, 100, 400):
-        res = bcrf().solve(*a, **kw, iterations=k)
+        res = bcrf(backend).solve(*a, **kw, iterations=k)
         v = npy(res.violation)
         q = npy(res.pairwise)
         for b in range(inst.batch):
@@ -341,28 +358,28 @@ def test_violation_decreases() -> None:
         assert history[3, b] < 1e-8 and history[4, b] < 1e-13
 
 
-def test_violation_is_zero_for_short_sequences() -> None:
+def test_violation_is_zero_for_short_sequences(backend: Backend) -> None:
     """``violation`` is defined as 0 for lengths <= 2 (no inner node; n = 2 is a softmax)."""
     rng = np.random.default_rng(341)
     inst = make_instance(
         rng, batch=6, length=3, num_tags=4, lengths=[1, 2, 1, 2, 2, 3], neg_inf=0.2, scale=3.0
     )
-    a, kw = args(inst)
+    a, kw = args(inst, backend)
     for k in (1, 7):
-        v = npy(bcrf().solve(*a, **kw, iterations=k).violation)
+        v = npy(bcrf(backend).solve(*a, **kw, iterations=k).violation)
         assert (v[:5] == 0).all(), v
 
 
 # ----------------------------------------------------------------------------- bounds, gradient
 
 
-def test_bounds_against_crf() -> None:
+def test_bounds_against_crf(backend: Backend) -> None:
     """Prop 13: A_Y(w) <= B_Y(w) <= A_Y(w) + (n−2) log T at convergence (τ = 1), A from ``crf``."""
     for seed, neg_inf in ((35, 0.0), (36, 0.3)):
         inst = all_lengths_instance(seed, 4, neg_inf=neg_inf)
-        a, kw = args(inst)
-        log_z = npy(implementations.get("crf").log_partition(*a, **kw))
-        b_val = log_partition(inst, iterations=CONVERGED)
+        a, kw = args(inst, backend)
+        log_z = npy(backend.module("crf").log_partition(*a, **kw))
+        b_val = log_partition(backend, inst, iterations=CONVERGED)
         for b in range(inst.batch):
             n = int(inst.lengths[b])
             assert log_z[b] - 1e-10 <= b_val[b] <= log_z[b] + max(n - 2, 0) * math.log(4) + 1e-10
@@ -373,11 +390,11 @@ def test_bounds_against_crf() -> None:
 
 
 @pytest.mark.parametrize("tau", [1.0, 0.5])
-def test_gradient_of_b_is_q(tau: float) -> None:
+def test_gradient_of_b_is_q(backend: Backend, tau: float) -> None:
     """Prop 14: ∂B_Y(w/τ)/∂w = q*/τ by central finite differences at convergence."""
     rng = np.random.default_rng(37)
     inst = make_instance(rng, batch=2, length=5, num_tags=3, lengths=[5, 4], neg_inf=0.2)
-    _, pairwise = marginals(inst, iterations=CONVERGED, temperature=tau)
+    _, pairwise = marginals(backend, inst, iterations=CONVERGED, temperature=tau)
     eps = 1e-5
     finite = np.argwhere(np.isfinite(inst.transitions) & inst.valid()[:, 1:, None, None])
     for idx in finite[rng.choice(len(finite), size=6, replace=False)]:
@@ -387,7 +404,9 @@ def test_gradient_of_b_is_q(tau: float) -> None:
             trans = inst.transitions.copy()
             trans[idx] += sign * eps
             vals.append(
-                log_partition(replace(inst, transitions=trans), iterations=CONVERGED, temperature=tau)[idx[0]]
+                log_partition(
+                    backend, replace(inst, transitions=trans), iterations=CONVERGED, temperature=tau
+                )[idx[0]]
             )
         fd = (vals[0] - vals[1]) / (2 * eps)
         assert fd == pytest.approx(pairwise[idx] / tau, abs=1e-7), idx
@@ -398,12 +417,19 @@ def test_gradient_of_b_is_q(tau: float) -> None:
 
 @pytest.mark.parametrize("iterations", [1, 3, 10])
 @pytest.mark.parametrize("tau", [1.0, 0.5])
-def test_fenchel_young_loss_value(iterations: int, tau: float) -> None:
+def test_fenchel_young_loss_value(backend: Backend, iterations: int, tau: float) -> None:
     """Prop 15: loss = τ B_Y(w/τ) − <w, y> (the iterate's B), at any number of iterations."""
     inst = all_lengths_instance(38 + iterations, 3, neg_inf=0.2)
-    a, kw = args(inst)
-    loss = npy(bcrf().loss(*a, inst.gold_tensor(), **kw, iterations=iterations, temperature=tau))
-    b_val = log_partition(inst, iterations=iterations, temperature=tau)
+    opts = {"iterations": iterations, "temperature": tau}
+    loss, b_val = map(
+        npy,
+        backend.calls(
+            "bcrf",
+            inst.arrays(backend),
+            ("loss", (inst.gold_array(backend),), opts),
+            ("log_partition", (), opts),
+        ),
+    )
     np.testing.assert_allclose(loss, tau * b_val - gold_scores(inst), rtol=1e-12, atol=1e-12)
 
 
@@ -418,18 +444,18 @@ def planted_margin_instance(seed: int, bonus: float, *, batch: int = 8, length: 
     return replace(inst, emissions=inst.emissions + extra)
 
 
-def test_fenchel_young_loss_positive_and_vanishes_with_margin() -> None:
+def test_fenchel_young_loss_positive_and_vanishes_with_margin(backend: Backend) -> None:
     """Prop 15: ℓ > 0 (interior optimum); when y is the MAP, ℓ(s·w) is non-increasing in s
     (each <q − y, w> <= 0) and → 0 as s → ∞ given a margin."""
     inst = planted_margin_instance(39, 4.0)
-    a, kw = args(inst)
-    viterbi = npy(implementations.get("crf").decode(*a, **kw))
+    a, kw = args(inst, backend)
+    viterbi = npy(backend.module("crf").decode(*a, **kw))
     np.testing.assert_array_equal(viterbi, np.where(inst.valid(), inst.gold, -1))
     losses = []
     for s in (0.3, 1.0, 3.0, 10.0):
         scaled = scale_instance(inst, s)
-        a, kw = args(scaled)
-        losses.append(npy(bcrf().loss(*a, scaled.gold_tensor(), **kw, iterations=CONVERGED)))
+        a, kw = args(scaled, backend)
+        losses.append(npy(bcrf(backend).loss(*a, scaled.gold_array(backend), **kw, iterations=CONVERGED)))
     losses = np.array(losses)
     assert (losses[:3] > 0).all()
     assert (np.diff(losses, axis=0) <= 1e-12).all()
@@ -437,22 +463,23 @@ def test_fenchel_young_loss_positive_and_vanishes_with_margin() -> None:
 
 
 @pytest.mark.parametrize("iterations", [1, 3])
-@pytest.mark.parametrize("tau", [1.0, 0.5])
-def test_danskin_gradient(iterations: int, tau: float) -> None:
+@pytest.mark.parametrize("tau", backends.jax_subset([1.0, 0.5], keep=[0.5]))
+def test_danskin_gradient(backend: Backend, iterations: int, tau: float) -> None:
     """Prop 14/22: with ``gradient="danskin"`` ∇_w ℓ = q_K − y, whatever K (no backprop through
     the iterations): per-position transitions get q − y, start/emissions/end what the folding
     (emissions[0] + start on the first arc group's rows, emissions[i] on group i−1's columns,
     end on the last group's columns) routes to them."""
     inst = all_lengths_instance(40 + iterations, 3, neg_inf=0.2)
-    t = inst.torch(grad=True)
-    a = (t["emissions"], t["transitions"], t["lengths"])
     opts = {"iterations": iterations, "temperature": tau}
-    bcrf().loss(
-        *a, inst.gold_tensor(), start=t["start"], end=t["end"], gradient="danskin", **opts
-    ).sum().backward()
-    unary, q = marginals(inst, **opts)
+    tags = inst.gold_array(backend)
+    _, grad = backend.value_and_grad(
+        lambda k: apply(bcrf(backend), "loss", k, tags, gradient="danskin", **opts),
+        inst.arrays(backend),
+        ("emissions", "transitions", "start", "end"),
+    )
+    unary, q = marginals(backend, inst, **opts)
     y_node, y_arc = gold_indicators(inst)
-    np.testing.assert_allclose(npy(t["transitions"].grad), q - y_arc, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(grad["transitions"], q - y_arc, rtol=0, atol=1e-12)
     g_em = np.zeros_like(inst.emissions)
     g_start = np.zeros(inst.num_tags)
     g_end = np.zeros(inst.num_tags)
@@ -471,38 +498,36 @@ def test_danskin_gradient(iterations: int, tau: float) -> None:
         n = int(inst.lengths[b])
         g_start -= y_node[b, 0]
         g_end -= y_node[b, n - 1]
-    np.testing.assert_allclose(npy(t["emissions"].grad), g_em - y_node, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(npy(t["start"].grad), g_start, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(npy(t["end"].grad), g_end, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(grad["emissions"], g_em - y_node, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(grad["start"], g_start, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(grad["end"], g_end, rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("fn", ["loss", "partial_loss"])
-@pytest.mark.parametrize("tau", [1.0, 0.7])
-def test_unrolled_gradient_equals_finite_differences(fn: str, tau: float) -> None:
+@pytest.mark.parametrize("tau", backends.jax_subset([1.0, 0.7], keep=[0.7]))
+def test_unrolled_gradient_equals_finite_differences(backend: Backend, fn: str, tau: float) -> None:
     """Prop 22: ``gradient="unrolled"`` is the true gradient of the truncated loss (central FD),
     and the loss value does not depend on the gradient mode."""
     rng = np.random.default_rng(43)
     inst = make_instance(rng, batch=3, length=6, num_tags=3, lengths=[6, 4, 2], neg_inf=0.2)
-    target = inst.gold_tensor() if fn == "loss" else torch.tensor(random_allowed(rng, inst))
+    target = inst.gold_array(backend) if fn == "loss" else backend.array(random_allowed(rng, inst))
     opts = {"iterations": 3, "temperature": tau}
 
-    def call(x: Instance, grad: bool = False, gradient: str = "unrolled") -> tuple[torch.Tensor, dict]:
-        t = x.torch(grad=grad)
-        a = (t["emissions"], t["transitions"], t["lengths"])
-        out = getattr(bcrf(), fn)(*a, target, start=t["start"], end=t["end"], gradient=gradient, **opts)
-        return out, t
+    def call(kw: dict[str, Any], gradient: str = "unrolled") -> Any:
+        return apply(bcrf(backend), fn, kw, target, gradient=gradient, **opts)
 
-    loss, t = call(inst, grad=True)
-    loss.sum().backward()
-    np.testing.assert_allclose(npy(loss), npy(call(inst, gradient="danskin")[0]), rtol=1e-13, atol=1e-13)
+    loss, grads = backend.value_and_grad(call, inst.arrays(backend), ("emissions", "transitions", "start"))
+    np.testing.assert_allclose(
+        loss, npy(call(inst.arrays(backend), gradient="danskin")), rtol=1e-13, atol=1e-13
+    )
 
     def value(x: Instance) -> float:
-        return float(npy(call(x)[0]).sum())
+        return float(npy(call(x.arrays(backend))).sum())
 
     eps = 1e-6
     for field in ("emissions", "transitions", "start"):
         base = getattr(inst, field)
-        grad = npy(t[field].grad)
+        grad = grads[field]
         valid = (
             inst.valid()[..., None]
             if field == "emissions"
@@ -518,18 +543,19 @@ def test_unrolled_gradient_equals_finite_differences(fn: str, tau: float) -> Non
             assert fd == pytest.approx(grad[idx], abs=1e-7), (field, idx)
 
 
-def test_unrolled_gradient_approaches_danskin() -> None:
+def test_unrolled_gradient_approaches_danskin(backend: Backend) -> None:
     """Prop 22: the two gradients differ for few iterations and coincide at convergence."""
     rng = np.random.default_rng(44)
     inst = make_instance(rng, batch=3, length=7, num_tags=3, lengths=[7, 5, 3], neg_inf=0.1)
 
     def grads(mode: str, k: int) -> np.ndarray:
-        t = inst.torch(grad=True)
-        a = (t["emissions"], t["transitions"], t["lengths"])
-        bcrf().loss(
-            *a, inst.gold_tensor(), start=t["start"], end=t["end"], gradient=mode, iterations=k
-        ).sum().backward()
-        return np.concatenate([npy(t["emissions"].grad).ravel(), npy(t["transitions"].grad).ravel()])
+        tags = inst.gold_array(backend)
+        _, g = backend.value_and_grad(
+            lambda kw: apply(bcrf(backend), "loss", kw, tags, gradient=mode, iterations=k),
+            inst.arrays(backend),
+            ("emissions", "transitions"),
+        )
+        return np.concatenate([g["emissions"].ravel(), g["transitions"].ravel()])
 
     gaps = [np.abs(grads("unrolled", k) - grads("danskin", k)).max() for k in (1, 5, 300)]
     assert gaps[0] > 1e-3
@@ -538,7 +564,7 @@ def test_unrolled_gradient_approaches_danskin() -> None:
 
 
 @pytest.mark.parametrize("iterations", [1, 4])
-def test_partial_loss_properties(iterations: int) -> None:
+def test_partial_loss_properties(backend: Backend, iterations: int) -> None:
     """Prop 16 (at any K): partial = τ(B_Y − B_Ỹ) with Ỹ = emissions masked; one-hot gold gives
     the FY loss; allowing everything gives 0; the Danskin gradient is q − q̃."""
     tau = 0.5
@@ -546,9 +572,11 @@ def test_partial_loss_properties(iterations: int) -> None:
     rng = np.random.default_rng(46)
     allowed = random_allowed(rng, inst)
     opts = {"iterations": iterations, "temperature": tau}
-    a, kw = args(inst)
-    partial = npy(bcrf().partial_loss(*a, torch.tensor(allowed), **kw, **opts))
-    expected = tau * (log_partition(inst, **opts) - log_partition(masked(inst, allowed), **opts))
+    a, kw = args(inst, backend)
+    partial = npy(bcrf(backend).partial_loss(*a, backend.array(allowed), **kw, **opts))
+    expected = tau * (
+        log_partition(backend, inst, **opts) - log_partition(backend, masked(inst, allowed), **opts)
+    )
     np.testing.assert_allclose(partial, expected, rtol=1e-12, atol=1e-12)
     for b in range(inst.batch):
         full = ibp.bcrf(**inst.seq(b), tau=tau, iterations=iterations)
@@ -556,39 +584,42 @@ def test_partial_loss_properties(iterations: int) -> None:
         assert partial[b] == pytest.approx(
             tau * (full.log_partition - sub.log_partition), rel=1e-11, abs=1e-11
         )
-    loss = npy(bcrf().loss(*a, inst.gold_tensor(), **kw, **opts))
-    onehot = npy(bcrf().partial_loss(*a, torch.tensor(onehot_allowed(inst)), **kw, **opts))
+    loss = npy(bcrf(backend).loss(*a, inst.gold_array(backend), **kw, **opts))
+    onehot = npy(bcrf(backend).partial_loss(*a, backend.array(onehot_allowed(inst)), **kw, **opts))
     np.testing.assert_allclose(onehot, loss, rtol=1e-11, atol=1e-11)
     everything = npy(
-        bcrf().partial_loss(*a, torch.ones(inst.emissions.shape, dtype=torch.bool), **kw, **opts)
+        bcrf(backend).partial_loss(*a, backend.array(np.ones(inst.emissions.shape, dtype=bool)), **kw, **opts)
     )
     np.testing.assert_allclose(everything, 0.0, atol=1e-12)
     # Danskin gradient
-    t = inst.torch(grad=True)
-    ta = (t["emissions"], t["transitions"], t["lengths"])
-    bcrf().partial_loss(*ta, torch.tensor(allowed), start=t["start"], end=t["end"], **opts).sum().backward()
-    q = marginals(inst, **opts)[1]
-    q_sub = marginals(masked(inst, allowed), **opts)[1]
-    np.testing.assert_allclose(npy(t["transitions"].grad), q - q_sub, rtol=0, atol=1e-12)
+    allow = backend.array(allowed)
+    _, grad = backend.value_and_grad(
+        lambda kw: apply(bcrf(backend), "partial_loss", kw, allow, **opts),
+        inst.arrays(backend),
+        ("transitions",),
+    )
+    q = marginals(backend, inst, **opts)[1]
+    q_sub = marginals(backend, masked(inst, allowed), **opts)[1]
+    np.testing.assert_allclose(grad["transitions"], q - q_sub, rtol=0, atol=1e-12)
 
 
 @pytest.mark.slow
-def test_partial_loss_at_convergence() -> None:
+def test_partial_loss_at_convergence(backend: Backend) -> None:
     """Prop 16 (at the limit): ℓ̃ >= 0, monotone under shrinking Ỹ, masked IBP == the convex
     optimum over conv(Ỹ)."""
     inst = all_lengths_instance(47, 3, neg_inf=0.1)
     rng = np.random.default_rng(48)
-    a, kw = args(inst)
+    a, kw = args(inst, backend)
     big = random_allowed(rng, inst, 0.8)
     small = big & random_allowed(rng, inst, 0.5)
-    l_big = npy(bcrf().partial_loss(*a, torch.tensor(big), **kw, iterations=CONVERGED))
-    l_small = npy(bcrf().partial_loss(*a, torch.tensor(small), **kw, iterations=CONVERGED))
-    loss = npy(bcrf().loss(*a, inst.gold_tensor(), **kw, iterations=CONVERGED))
+    l_big = npy(bcrf(backend).partial_loss(*a, backend.array(big), **kw, iterations=CONVERGED))
+    l_small = npy(bcrf(backend).partial_loss(*a, backend.array(small), **kw, iterations=CONVERGED))
+    loss = npy(bcrf(backend).loss(*a, inst.gold_array(backend), **kw, iterations=CONVERGED))
     assert (l_big >= -1e-10).all()
     assert (l_small >= l_big - 1e-10).all()
     assert (loss >= l_small - 1e-10).all()
     sub = masked(inst, small)
-    b_sub = log_partition(sub, iterations=CONVERGED)
+    b_sub = log_partition(backend, sub, iterations=CONVERGED)
     for b in range(inst.batch):
         assert b_sub[b] == pytest.approx(convex_optimum(sub, b, 1.0).value, rel=1e-8, abs=1e-8)
 
@@ -598,7 +629,7 @@ def test_partial_loss_at_convergence() -> None:
 
 @pytest.mark.parametrize("iterations", [1, 2, 5])
 @pytest.mark.parametrize("tau", [1.0, 0.1])
-def test_arc_group_shift_invariance(iterations: int, tau: float) -> None:
+def test_arc_group_shift_invariance(backend: Backend, iterations: int, tau: float) -> None:
     """Prop 18: adding c_i to a whole arc group leaves q_k unchanged for every k >= 1, and shifts
     B_Y(w/τ) by Σ_i c_i / τ (each group of the iterate sums to one)."""
     inst = all_lengths_instance(49, 3, neg_inf=0.2)
@@ -606,29 +637,25 @@ def test_arc_group_shift_invariance(iterations: int, tau: float) -> None:
     shifts = rng.normal(0.0, 3.0, size=(inst.batch, inst.length - 1))
     shifted = replace(inst, transitions=inst.transitions + shifts[..., None, None])
     opts = {"iterations": iterations, "temperature": tau}
-    u0, p0 = marginals(inst, **opts)
-    u1, p1 = marginals(shifted, **opts)
+    u0, p0, b0 = marginals_and_value(backend, inst, **opts)
+    u1, p1, b1 = marginals_and_value(backend, shifted, **opts)
     np.testing.assert_allclose(p1, p0, rtol=0, atol=1e-11)
     np.testing.assert_allclose(u1, u0, rtol=0, atol=1e-11)
-    expected = (
-        log_partition(inst, **opts)
-        + np.array([shifts[b, : int(inst.lengths[b]) - 1].sum() for b in range(inst.batch)]) / tau
-    )
-    np.testing.assert_allclose(log_partition(shifted, **opts), expected, rtol=1e-11, atol=1e-10)
+    expected = b0 + np.array([shifts[b, : int(inst.lengths[b]) - 1].sum() for b in range(inst.batch)]) / tau
+    np.testing.assert_allclose(b1, expected, rtol=1e-11, atol=1e-10)
 
 
 @pytest.mark.parametrize("tau", [1.0, 0.1])
-def test_lengths_one_and_two_closed_forms(tau: float) -> None:
+def test_lengths_one_and_two_closed_forms(backend: Backend, tau: float) -> None:
     """Prop 21: length 1 = softmax over tags of (emissions + start + end)/τ; length 2 = softmax
     over T² of w/τ (normalised!), B = logsumexp; the loss is τ·logsumexp − gold score."""
     rng = np.random.default_rng(51)
     inst = make_instance(rng, batch=4, length=2, num_tags=4, lengths=[1, 2, 1, 2], neg_inf=0.3, scale=2.0)
     opts = {"iterations": 3, "temperature": tau}
-    unary, pairwise = marginals(inst, **opts)
-    b_val = log_partition(inst, **opts)
-    a, kw = args(inst)
-    loss = npy(bcrf().loss(*a, inst.gold_tensor(), **kw, **opts))
-    decoded = npy(bcrf().decode(*a, **kw, temperature=tau))
+    unary, pairwise, b_val = marginals_and_value(backend, inst, **opts)
+    a, kw = args(inst, backend)
+    loss = npy(bcrf(backend).loss(*a, inst.gold_array(backend), **kw, **opts))
+    decoded = npy(bcrf(backend).decode(*a, **kw, temperature=tau))
     for b in range(inst.batch):
         n = int(inst.lengths[b])
         if n == 1:
@@ -647,14 +674,14 @@ def test_lengths_one_and_two_closed_forms(tau: float) -> None:
     np.testing.assert_allclose(loss, tau * b_val - gold_scores(inst), rtol=1e-13, atol=1e-13)
 
 
-def test_neg_inf_gives_exact_zeros_and_no_nan() -> None:
+def test_neg_inf_gives_exact_zeros_and_no_nan(backend: Backend) -> None:
     """Prop 17: heavy -inf patterns (BIES-like density), τ = 0.1: no NaN anywhere, exactly zero
     mass on forbidden arcs, dead nodes get zero mass, every arc group still sums to one."""
     rng = np.random.default_rng(52)
     inst = make_instance(rng, batch=6, length=12, num_tags=5, neg_inf=0.5, scale=2.0)
-    a, kw = args(inst)
+    a, kw = args(inst, backend)
     for k in (1, 10, 50):
-        res = bcrf().solve(*a, **kw, iterations=k, temperature=0.1)
+        res = bcrf(backend).solve(*a, **kw, iterations=k, temperature=0.1)
         unary, q = npy(res.unary), npy(res.pairwise)
         assert np.isfinite(unary).all() and np.isfinite(q).all()
         assert np.isfinite(npy(res.log_partition)).all() and np.isfinite(npy(res.violation)).all()
@@ -666,26 +693,21 @@ def test_neg_inf_gives_exact_zeros_and_no_nan() -> None:
             assert (qb[~bregman_convex.useful_arcs(w)] == 0).all() or k == 1
             np.testing.assert_allclose(qb.sum((1, 2)), 1.0, atol=1e-12)
             assert (unary[b, :n][np.isneginf(inst.emissions[b, :n])] == 0).all()
-    t = inst.torch(grad=True)
-    bcrf().loss(
-        t["emissions"],
-        t["transitions"],
-        t["lengths"],
-        inst.gold_tensor(),
-        start=t["start"],
-        end=t["end"],
-        gradient="unrolled",
-        iterations=5,
-    ).sum().backward()
-    assert torch.isfinite(t["emissions"].grad).all() and torch.isfinite(t["transitions"].grad).all()
+    tags = inst.gold_array(backend)
+    _, grad = backend.value_and_grad(
+        lambda kw: apply(bcrf(backend), "loss", kw, tags, gradient="unrolled", iterations=5),
+        inst.arrays(backend),
+        ("emissions", "transitions"),
+    )
+    assert np.isfinite(grad["emissions"]).all() and np.isfinite(grad["transitions"]).all()
 
 
 @pytest.mark.parametrize("iterations", [10, CONVERGED])
-def test_mbr_equals_viterbi_with_a_planted_margin(iterations: int) -> None:
+def test_mbr_equals_viterbi_with_a_planted_margin(backend: Backend, iterations: int) -> None:
     """Prop 20: MBR decoding (τ = 0.1) == Viterbi when the best path has a large margin."""
     inst = planted_margin_instance(53, 4.0)
-    a, kw = args(inst)
-    viterbi = npy(implementations.get("crf").decode(*a, **kw))
+    a, kw = args(inst, backend)
+    viterbi = npy(backend.module("crf").decode(*a, **kw))
     np.testing.assert_array_equal(viterbi, np.where(inst.valid(), inst.gold, -1))
-    mbr = npy(bcrf().decode(*a, **kw, iterations=iterations))
+    mbr = npy(bcrf(backend).decode(*a, **kw, iterations=iterations))
     np.testing.assert_array_equal(mbr, viterbi)

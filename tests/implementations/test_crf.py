@@ -1,8 +1,9 @@
 """Exact linear-chain CRF (``crf`` sequential, ``crf-scan`` parallel tree): digest §7 props 1–7.
 
 Oracle: enumeration of all ``T**n`` tag sequences (``implementations.reference.brute_force``),
-for every length 1..6 and every T in 1..4; autograd and central finite differences for the
-gradient identities; closed-form bounds for the zero-temperature limit.
+for every length 1..6 and every T in 1..4; autograd (``torch.autograd`` / ``jax.grad``) and central
+finite differences for the gradient identities; closed-form bounds for the zero-temperature
+limit. Every test runs against every backend (``backend`` fixture) except the pytorch-crf peer.
 """
 
 from __future__ import annotations
@@ -14,15 +15,16 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from hypothesis import given
 from hypothesis import strategies as st
 
-import implementations
 from implementations.reference import brute_force
 
+from . import backends
+from .backends import TORCH_ONLY, Backend
 from .instances import (
     Instance,
     all_lengths_instance,
+    apply,
     instances,
     make_instance,
     npy,
@@ -39,6 +41,10 @@ CASES = [
         boundary,
         neg_inf,
         id=f"T{T}-{'pp' if per_position else 'shared'}-{'se' if boundary else 'nose'}-inf{neg_inf}",
+        # jax: per-position + start/end + -inf, and shared without boundaries, for every T
+        marks=()
+        if (per_position, boundary, neg_inf) in ((True, True, 0.3), (False, False, 0.0))
+        else TORCH_ONLY,
     )
     for T in (1, 2, 3, 4)
     for per_position, boundary, neg_inf in (
@@ -50,31 +56,37 @@ CASES = [
 ]
 
 
-def crf(method: str) -> Any:
-    return implementations.get(method, backend="torch")
+TORCH = backends.get("torch")
 
 
-def args(inst: Instance, **kw: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    t = inst.torch(**kw)
+def crf(method: str, backend: Backend = TORCH) -> Any:
+    return backend.module(method)
+
+
+def args(inst: Instance, backend: Backend = TORCH, **kw: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    t = inst.arrays(backend, **kw)
     return (t["emissions"], t["transitions"], t["lengths"]), {"start": t["start"], "end": t["end"]}
 
 
 @pytest.mark.parametrize("method", EXACT)
 @pytest.mark.parametrize(("num_tags", "per_position", "boundary", "neg_inf"), CASES)
 def test_against_brute_force(
-    method: str, num_tags: int, per_position: bool, boundary: bool, neg_inf: float
+    method: str, backend: Backend, num_tags: int, per_position: bool, boundary: bool, neg_inf: float
 ) -> None:
     """Props 1, 2, 6: log Z, marginals, Viterbi, NLL and partial NLL == enumeration, n = 1..6."""
-    mod = crf(method)
     seed = 1000 * num_tags + 10 * per_position + 5 * boundary + int(10 * neg_inf)
     inst = all_lengths_instance(seed, num_tags, per_position=per_position, boundary=boundary, neg_inf=neg_inf)
     allowed = random_allowed(np.random.default_rng(seed), inst)
-    a, kw = args(inst)
-    log_z = npy(mod.log_partition(*a, **kw))
-    unary, pairwise = (npy(x) for x in mod.marginals(*a, **kw))
-    decoded = npy(mod.decode(*a, **kw))
-    nll = npy(mod.loss(*a, inst.gold_tensor(), **kw))
-    partial = npy(mod.partial_loss(*a, torch.tensor(allowed), **kw))
+    log_z, (unary, pairwise), decoded, nll, partial = backend.calls(
+        method,
+        inst.arrays(backend),
+        ("log_partition", (), {}),
+        ("marginals", (), {}),
+        ("decode", (), {}),
+        ("loss", (inst.gold_array(backend),), {}),
+        ("partial_loss", (backend.array(allowed),), {}),
+    )
+    log_z, unary, pairwise, decoded, nll, partial = map(npy, (log_z, unary, pairwise, decoded, nll, partial))
     for b in range(inst.batch):
         n = int(inst.lengths[b])
         seq = inst.seq(b)
@@ -99,14 +111,13 @@ def test_against_brute_force(
 
 
 @pytest.mark.parametrize("method", EXACT)
-@given(inst=instances(max_len=6, max_tags=4))
-def test_against_brute_force_random(method: str, inst: Instance) -> None:
+@backends.given(inst=instances(max_len=6, max_tags=4))
+def test_against_brute_force_random(method: str, backend: Backend, inst: Instance) -> None:
     """Props 1, 2: random sizes/patterns (hypothesis) -- log Z, marginals, Viterbi score."""
-    mod = crf(method)
-    a, kw = args(inst)
-    log_z = npy(mod.log_partition(*a, **kw))
-    unary, pairwise = (npy(x) for x in mod.marginals(*a, **kw))
-    decoded = npy(mod.decode(*a, **kw))
+    log_z, (unary, pairwise), decoded = backend.calls(
+        method, inst.arrays(backend), ("log_partition", (), {}), ("marginals", (), {}), ("decode", (), {})
+    )
+    log_z, unary, pairwise, decoded = map(npy, (log_z, unary, pairwise, decoded))
     for b in range(inst.batch):
         n = int(inst.lengths[b])
         seq = inst.seq(b)
@@ -120,34 +131,36 @@ def test_against_brute_force_random(method: str, inst: Instance) -> None:
 
 @pytest.mark.parametrize("method", EXACT)
 @pytest.mark.parametrize("neg_inf", [0.0, 0.3])
-def test_marginals_are_gradient_of_log_partition(method: str, neg_inf: float) -> None:
+def test_marginals_are_gradient_of_log_partition(method: str, backend: Backend, neg_inf: float) -> None:
     """Prop 3: marginals == autograd ∇ log Z (emissions, per-position transitions, start, end),
     with no NaN and no gradient on padding even when padding holds -inf."""
-    mod = crf(method)
+    mod = crf(method, backend)
     inst = all_lengths_instance(11 + int(10 * neg_inf), 3, neg_inf=neg_inf)
-    t = inst.torch(grad=True)
+    t = inst.arrays(backend)
     a = (t["emissions"], t["transitions"], t["lengths"])
     unary, pairwise = (npy(x) for x in mod.marginals(*a, start=t["start"], end=t["end"]))
-    mod.log_partition(*a, start=t["start"], end=t["end"]).sum().backward()
-    np.testing.assert_allclose(npy(t["emissions"].grad), unary, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(npy(t["transitions"].grad), pairwise, rtol=0, atol=1e-12)
+    _, grad = backend.value_and_grad(
+        lambda k: apply(mod, "log_partition", k), t, ("emissions", "transitions", "start", "end")
+    )
+    np.testing.assert_allclose(grad["emissions"], unary, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(grad["transitions"], pairwise, rtol=0, atol=1e-12)
     first = sum(unary[b, 0] for b in range(inst.batch))
     last = sum(unary[b, int(inst.lengths[b]) - 1] for b in range(inst.batch))
-    np.testing.assert_allclose(npy(t["start"].grad), first, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(npy(t["end"].grad), last, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(grad["start"], first, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(grad["end"], last, rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("method", EXACT)
-def test_marginals_equal_finite_differences(method: str) -> None:
+def test_marginals_equal_finite_differences(method: str, backend: Backend) -> None:
     """Prop 3: marginals == central finite differences of log Z (1e-8)."""
-    mod = crf(method)
+    mod = crf(method, backend)
     rng = np.random.default_rng(12)
     inst = make_instance(rng, batch=2, length=5, num_tags=3, lengths=[5, 3], neg_inf=0.2)
-    unary, pairwise = (npy(x) for x in mod.marginals(*args(inst)[0], **args(inst)[1]))
+    unary, pairwise = (npy(x) for x in mod.marginals(*args(inst, backend)[0], **args(inst, backend)[1]))
     eps = 1e-5
 
     def log_z(x: Instance) -> np.ndarray:
-        a, kw = args(x)
+        a, kw = args(x, backend)
         return npy(mod.log_partition(*a, **kw))
 
     for field, grad in (("emissions", unary), ("transitions", pairwise)):
@@ -168,12 +181,12 @@ def _with(inst: Instance, field: str, value: np.ndarray) -> Instance:
 
 
 @pytest.mark.parametrize("method", EXACT)
-@given(inst=instances(max_batch=3, max_len=8, max_tags=5))
-def test_marginal_polytope(method: str, inst: Instance) -> None:
+@backends.given(inst=instances(max_batch=3, max_len=8, max_tags=5))
+def test_marginal_polytope(method: str, backend: Backend, inst: Instance) -> None:
     """Prop 4: every arc group sums to 1, flow is conserved at inner nodes, node marginals sum
     to 1 and agree with the arc marginals (1e-12)."""
-    a, kw = args(inst)
-    unary, pairwise = (npy(x) for x in crf(method).marginals(*a, **kw))
+    a, kw = args(inst, backend)
+    unary, pairwise = (npy(x) for x in crf(method, backend).marginals(*a, **kw))
     for b in range(inst.batch):
         n = int(inst.lengths[b])
         np.testing.assert_allclose(unary[b, :n].sum(-1), 1.0, rtol=0, atol=1e-12)
@@ -186,14 +199,14 @@ def test_marginal_polytope(method: str, inst: Instance) -> None:
 
 
 @pytest.mark.parametrize("method", EXACT)
-def test_zero_temperature_limit(method: str) -> None:
+def test_zero_temperature_limit(method: str, backend: Backend) -> None:
     """Prop 5: max <= τ A(w/τ) <= max + τ n log T, and τ A(w/τ) is monotone in τ."""
-    mod = crf(method)
+    mod = crf(method, backend)
     inst = all_lengths_instance(13, 4, neg_inf=0.2)
     taus = (1.0, 0.1, 0.01)
     values = []
     for tau in taus:
-        a, kw = args(scale_instance(inst, 1.0 / tau))
+        a, kw = args(scale_instance(inst, 1.0 / tau), backend)
         values.append(tau * npy(mod.log_partition(*a, **kw)))
     for b in range(inst.batch):
         n = int(inst.lengths[b])
@@ -206,12 +219,12 @@ def test_zero_temperature_limit(method: str) -> None:
 
 
 @pytest.mark.parametrize("method", EXACT)
-def test_neg_inf_arcs(method: str) -> None:
+def test_neg_inf_arcs(method: str, backend: Backend) -> None:
     """Prop 6: forbidden arcs get exactly 0 marginal; Viterbi and marginals never use them; no NaN."""
-    mod = crf(method)
+    mod = crf(method, backend)
     rng = np.random.default_rng(14)
     inst = make_instance(rng, batch=5, length=8, num_tags=4, neg_inf=0.5)
-    a, kw = args(inst)
+    a, kw = args(inst, backend)
     unary, pairwise = (npy(x) for x in mod.marginals(*a, **kw))
     decoded = npy(mod.decode(*a, **kw))
     assert np.isfinite(unary).all() and np.isfinite(pairwise).all()
@@ -225,10 +238,10 @@ def test_neg_inf_arcs(method: str) -> None:
 
 
 @pytest.mark.parametrize("method", EXACT)
-def test_single_valid_path(method: str) -> None:
+def test_single_valid_path(method: str, backend: Backend) -> None:
     """With exactly one finite sequence: log Z = its score, marginals are its indicator, decode
     returns it and its NLL is 0."""
-    mod = crf(method)
+    mod = crf(method, backend)
     rng = np.random.default_rng(15)
     inst = make_instance(rng, batch=3, length=5, num_tags=3, lengths=[5, 2, 1])
     for b in range(inst.batch):
@@ -237,10 +250,10 @@ def test_single_valid_path(method: str) -> None:
         mask = np.full((n, 3), -np.inf)
         mask[np.arange(n), y] = 0.0
         inst.emissions[b, :n] += mask
-    a, kw = args(inst)
+    a, kw = args(inst, backend)
     unary, pairwise = (npy(x) for x in mod.marginals(*a, **kw))
     log_z = npy(mod.log_partition(*a, **kw))
-    nll = npy(mod.loss(*a, inst.gold_tensor(), **kw))
+    nll = npy(mod.loss(*a, inst.gold_array(backend), **kw))
     decoded = npy(mod.decode(*a, **kw))
     for b in range(inst.batch):
         n = int(inst.lengths[b])
@@ -252,44 +265,45 @@ def test_single_valid_path(method: str) -> None:
 
 
 @pytest.mark.parametrize("method", EXACT)
-def test_partial_loss_properties(method: str) -> None:
+def test_partial_loss_properties(method: str, backend: Backend) -> None:
     """Partial NLL: allowed = one-hot gold gives the NLL; allowed = everything gives 0;
     it is >= 0 and grows when the allowed set shrinks."""
-    mod = crf(method)
+    mod = crf(method, backend)
     rng = np.random.default_rng(16)
     inst = make_instance(rng, batch=4, length=6, num_tags=4, neg_inf=0.2)
-    a, kw = args(inst)
+    a, kw = args(inst, backend)
     onehot = np.zeros((inst.batch, inst.length, inst.num_tags), dtype=bool)
     for b in range(inst.batch):
         n = int(inst.lengths[b])
         onehot[b, np.arange(n), inst.gold[b, :n]] = True
-    nll = npy(mod.loss(*a, inst.gold_tensor(), **kw))
+    nll = npy(mod.loss(*a, inst.gold_array(backend), **kw))
     np.testing.assert_allclose(
-        npy(mod.partial_loss(*a, torch.tensor(onehot), **kw)), nll, rtol=1e-12, atol=1e-12
+        npy(mod.partial_loss(*a, backend.array(onehot), **kw)), nll, rtol=1e-12, atol=1e-12
     )
     everything = np.ones_like(onehot)
-    np.testing.assert_allclose(npy(mod.partial_loss(*a, torch.tensor(everything), **kw)), 0.0, atol=1e-12)
+    np.testing.assert_allclose(npy(mod.partial_loss(*a, backend.array(everything), **kw)), 0.0, atol=1e-12)
     big = random_allowed(rng, inst, 0.8)
     small = big & random_allowed(rng, inst, 0.5)
-    l_big = npy(mod.partial_loss(*a, torch.tensor(big), **kw))
-    l_small = npy(mod.partial_loss(*a, torch.tensor(small), **kw))
+    l_big = npy(mod.partial_loss(*a, backend.array(big), **kw))
+    l_small = npy(mod.partial_loss(*a, backend.array(small), **kw))
     assert (l_big >= -1e-12).all()
     assert (l_small >= l_big - 1e-12).all()
     assert (nll >= l_small - 1e-12).all()
 
 
 @pytest.mark.parametrize("method", EXACT)
-def test_loss_gradient_is_marginals_minus_gold(method: str) -> None:
+def test_loss_gradient_is_marginals_minus_gold(method: str, backend: Backend) -> None:
     """∇_emissions NLL = unary marginals − one-hot(gold); ∇_transitions = pairwise − gold arcs."""
-    mod = crf(method)
+    mod = crf(method, backend)
     inst = all_lengths_instance(17, 3, neg_inf=0.2)
-    t = inst.torch(grad=True)
+    t = inst.arrays(backend)
     a = (t["emissions"], t["transitions"], t["lengths"])
     unary, pairwise = (npy(x) for x in mod.marginals(*a, start=t["start"], end=t["end"]))
-    mod.loss(*a, inst.gold_tensor(), start=t["start"], end=t["end"]).sum().backward()
+    tags = inst.gold_array(backend)
+    _, grad = backend.value_and_grad(lambda k: apply(mod, "loss", k, tags), t, ("emissions", "transitions"))
     y_node, y_arc = gold_indicators(inst)
-    np.testing.assert_allclose(npy(t["emissions"].grad), unary - y_node, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(npy(t["transitions"].grad), pairwise - y_arc, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(grad["emissions"], unary - y_node, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(grad["transitions"], pairwise - y_arc, rtol=0, atol=1e-12)
 
 
 def gold_indicators(inst: Instance) -> tuple[np.ndarray, np.ndarray]:
@@ -305,7 +319,7 @@ def gold_indicators(inst: Instance) -> tuple[np.ndarray, np.ndarray]:
     return y_node, y_arc
 
 
-@given(
+@backends.given(
     seed=st.integers(0, 2**32 - 1),
     length=st.integers(1, 40),
     num_tags=st.integers(1, 6),
@@ -313,7 +327,7 @@ def gold_indicators(inst: Instance) -> tuple[np.ndarray, np.ndarray]:
     neg_inf=st.sampled_from([0.0, 0.3]),
 )
 def test_scan_equals_sequential(
-    seed: int, length: int, num_tags: int, per_position: bool, neg_inf: float
+    backend: Backend, seed: int, length: int, num_tags: int, per_position: bool, neg_inf: float
 ) -> None:
     """crf-scan == crf on larger random batches, for all five functions (float64, 1e-10)."""
     rng = np.random.default_rng(seed)
@@ -321,18 +335,20 @@ def test_scan_equals_sequential(
         rng, batch=8, length=length, num_tags=num_tags, per_position=per_position, neg_inf=neg_inf, scale=2.0
     )
     allowed = random_allowed(rng, inst)
-    seq, par = crf("crf"), crf("crf-scan")
-    a, kw = args(inst)
-    for fn, extra in (
-        ("log_partition", ()),
-        ("loss", (inst.gold_tensor(),)),
-        ("partial_loss", (torch.tensor(allowed),)),
-    ):
-        x, y = getattr(seq, fn)(*a, *extra, **kw), getattr(par, fn)(*a, *extra, **kw)
+    kw = inst.arrays(backend)
+    specs = (
+        ("log_partition", (), {}),
+        ("loss", (inst.gold_array(backend),), {}),
+        ("partial_loss", (backend.array(allowed),), {}),
+        ("marginals", (), {}),
+        ("decode", (), {}),
+    )
+    seq, par = backend.calls("crf", kw, *specs), backend.calls("crf-scan", kw, *specs)
+    for (fn, _, _), x, y in zip(specs[:3], seq[:3], par[:3], strict=True):
         np.testing.assert_allclose(npy(y), npy(x), rtol=1e-10, atol=1e-10, err_msg=fn)
-    for x, y in zip(seq.marginals(*a, **kw), par.marginals(*a, **kw), strict=True):
+    for x, y in zip(seq[3], par[3], strict=True):
         np.testing.assert_allclose(npy(y), npy(x), rtol=0, atol=1e-10)
-    d_seq, d_par = npy(seq.decode(*a, **kw)), npy(par.decode(*a, **kw))
+    d_seq, d_par = npy(seq[4]), npy(par[4])
     for b in range(inst.batch):
         n = int(inst.lengths[b])
         s1 = brute_force.path_score(d_seq[b, :n], **inst.seq(b))
@@ -344,7 +360,8 @@ def test_scan_equals_sequential(
 
 @pytest.mark.parametrize("method", EXACT)
 def test_against_pytorch_crf_long_sequences(method: str) -> None:
-    """An independent peer (pytorch-crf) for long shared-transition sequences: NLL and Viterbi."""
+    """An independent peer (pytorch-crf) for long shared-transition sequences: NLL and Viterbi
+    (torch only: the peer is a torch module)."""
     torchcrf = pytest.importorskip("torchcrf")
     rng = np.random.default_rng(18)
     inst = make_instance(rng, batch=6, length=40, num_tags=5, per_position=False, scale=1.5)

@@ -2,7 +2,8 @@
 
 Oracles: ``reference/meanfield.py`` (loop version of the updates); brute-force enumeration for
 the factorised model (exact) and the lower bound; closed forms for the penalty and length 1;
-central finite differences for the unrolled gradient.
+central finite differences for the unrolled gradient. Every test runs against every backend
+(``backend`` fixture).
 """
 
 from __future__ import annotations
@@ -12,46 +13,54 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
-from hypothesis import given
 from hypothesis import strategies as st
 
-import implementations
 from implementations.reference import brute_force
 from implementations.reference import meanfield as mf_ref
 from implementations.reference.common import logsumexp, softmax, unary_scores
 
-from .instances import Instance, all_lengths_instance, instances, make_instance, npy, random_allowed
+from . import backends
+from .backends import Backend
+from .instances import Instance, all_lengths_instance, apply, instances, make_instance, npy, random_allowed
 
 
-def mf() -> Any:
-    return implementations.get("meanfield", backend="torch")
+def mf(backend: Backend) -> Any:
+    return backend.module("meanfield")
 
 
-def args(inst: Instance, **kw: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    t = inst.torch(**kw)
+def args(inst: Instance, backend: Backend) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    t = inst.arrays(backend)
     return (t["emissions"], t["transitions"], t["lengths"]), {"start": t["start"], "end": t["end"]}
 
 
-def run(inst: Instance, allowed: np.ndarray, **opts: Any) -> dict[str, np.ndarray]:
-    a, kw = args(inst)
-    unary, pairwise = mf().marginals(*a, **kw, **opts)
-    res = mf().solve(*a, **kw, **opts)
+def run(backend: Backend, inst: Instance, allowed: np.ndarray, **opts: Any) -> dict[str, np.ndarray]:
+    """Every function and ``solve`` on ``inst`` with the same options (jax: one program)."""
+    specs = [
+        ("marginals", (), opts),
+        ("solve", (), opts),
+        ("decode", (), opts),
+        ("loss", (inst.gold_array(backend),), opts),
+        ("partial_loss", (backend.array(allowed),), opts),
+        ("log_partition", (), opts),
+    ]
+    (unary, pairwise), res, decoded, loss, partial, log_part = backend.calls(
+        "meanfield", inst.arrays(backend), *specs
+    )
     return {
         "unary": npy(unary),
         "pairwise": npy(pairwise),
-        "decode": npy(mf().decode(*a, **kw, **opts)),
-        "loss": npy(mf().loss(*a, inst.gold_tensor(), **kw, **opts)),
-        "partial_loss": npy(mf().partial_loss(*a, torch.tensor(allowed), **kw, **opts)),
-        "log_partition": npy(mf().log_partition(*a, **kw, **opts)),
+        "decode": npy(decoded),
+        "loss": npy(loss),
+        "partial_loss": npy(partial),
+        "log_partition": npy(log_part),
         "solve_unary": npy(res.unary),
         "change": npy(res.change),
         "iterations": res.iterations,
     }
 
 
-def check_against_reference(inst: Instance, allowed: np.ndarray, **opts: Any) -> None:
-    out = run(inst, allowed, **opts)
+def check_against_reference(backend: Backend, inst: Instance, allowed: np.ndarray, **opts: Any) -> None:
+    out = run(backend, inst, allowed, **opts)
     # Messages carry |penalty| * r: rounding in the fields grows with the penalty's magnitude.
     penalty = abs(opts.get("penalty", -1e4)) if np.isneginf(inst.transitions).any() else 0.0
     tol = 1e-12 * max(1.0, penalty / 100)
@@ -76,36 +85,40 @@ def check_against_reference(inst: Instance, allowed: np.ndarray, **opts: Any) ->
 
 
 @pytest.mark.parametrize("init", ["unary", "uniform"])
-@pytest.mark.parametrize("iterations", [1, 2, 5, 10])
+@pytest.mark.parametrize("iterations", backends.jax_subset([1, 2, 5, 10], keep=[1, 5]))
 @pytest.mark.parametrize("neg_inf", [0.0, 0.3])
 @pytest.mark.parametrize("per_position", [True, False])
-def test_matches_reference_loop(init: str, iterations: int, neg_inf: float, per_position: bool) -> None:
+def test_matches_reference_loop(
+    backend: Backend, init: str, iterations: int, neg_inf: float, per_position: bool
+) -> None:
     """Loop reference == batched implementation for all functions (1e-12), all lengths 1..6,
     both initialisations, shared and per-position transitions; -inf transitions go through the
     default penalty."""
     seed = 7 * iterations + (init == "uniform") + int(10 * neg_inf) + 100 * per_position
     inst = all_lengths_instance(seed, 3, neg_inf=neg_inf, per_position=per_position)
     allowed = random_allowed(np.random.default_rng(seed), inst)
-    check_against_reference(inst, allowed, iterations=iterations, init=init)
+    check_against_reference(backend, inst, allowed, iterations=iterations, init=init)
 
 
-@given(
+@backends.given(
     inst=instances(max_len=7, max_tags=4),
     iterations=st.integers(1, 8),
     init=st.sampled_from(["unary", "uniform"]),
     penalty=st.sampled_from([-1e4, -30.0, -3.0]),
 )
-def test_matches_reference_loop_random(inst: Instance, iterations: int, init: str, penalty: float) -> None:
+def test_matches_reference_loop_random(
+    backend: Backend, inst: Instance, iterations: int, init: str, penalty: float
+) -> None:
     allowed = random_allowed(np.random.default_rng(0), inst)
-    check_against_reference(inst, allowed, iterations=iterations, init=init, penalty=penalty)
+    check_against_reference(backend, inst, allowed, iterations=iterations, init=init, penalty=penalty)
 
 
-def test_documented_defaults() -> None:
+def test_documented_defaults(backend: Backend) -> None:
     """iterations=10, init="unary", penalty=-1e4."""
     inst = all_lengths_instance(60, 3, neg_inf=0.3)
     allowed = random_allowed(np.random.default_rng(60), inst)
-    default = run(inst, allowed)
-    explicit = run(inst, allowed, iterations=10, init="unary", penalty=-1e4)
+    default = run(backend, inst, allowed)
+    explicit = run(backend, inst, allowed, iterations=10, init="unary", penalty=-1e4)
     for key in ("unary", "pairwise", "decode", "loss", "partial_loss", "log_partition", "change"):
         np.testing.assert_array_equal(default[key], explicit[key], err_msg=key)
     assert default["iterations"] == 10
@@ -113,7 +126,7 @@ def test_documented_defaults() -> None:
 
 @pytest.mark.parametrize("init", ["unary", "uniform"])
 @pytest.mark.parametrize("iterations", [1, 3])
-def test_factorised_model_is_exact(init: str, iterations: int) -> None:
+def test_factorised_model_is_exact(backend: Backend, init: str, iterations: int) -> None:
     """Prop 23: with w[i,a,b] = f_i(a) + g_i(b) the chain is a product of independent tokens and
     mean field is exact after one update: marginals == brute force, log_partition == log Z."""
     rng = np.random.default_rng(61 + iterations)
@@ -121,9 +134,9 @@ def test_factorised_model_is_exact(init: str, iterations: int) -> None:
     f = rng.normal(size=(inst.batch, inst.length - 1, inst.num_tags))
     g = rng.normal(size=(inst.batch, inst.length - 1, inst.num_tags))
     inst = replace(inst, transitions=f[..., :, None] + g[..., None, :])
-    a, kw = args(inst)
-    unary, pairwise = (npy(x) for x in mf().marginals(*a, **kw, iterations=iterations, init=init))
-    log_part = npy(mf().log_partition(*a, **kw, iterations=iterations, init=init))
+    a, kw = args(inst, backend)
+    unary, pairwise = (npy(x) for x in mf(backend).marginals(*a, **kw, iterations=iterations, init=init))
+    log_part = npy(mf(backend).log_partition(*a, **kw, iterations=iterations, init=init))
     for b in range(inst.batch):
         n = int(inst.lengths[b])
         ref_u, ref_p = brute_force.marginals(**inst.seq(b))
@@ -133,15 +146,15 @@ def test_factorised_model_is_exact(init: str, iterations: int) -> None:
 
 
 @pytest.mark.parametrize("init", ["unary", "uniform"])
-def test_lower_bound(init: str) -> None:
+def test_lower_bound(backend: Backend, init: str) -> None:
     """log_partition is the Gibbs bound of the returned r: E_r[score] + H(r), computed here by
     enumerating every sequence under the product distribution r(y) = Π_i r_i(y_i); it is
     <= log Z (finite scores) at every iterate, with equality for a single token."""
     inst = all_lengths_instance(62, 4, neg_inf=0.0, scale=1.5)
-    a, kw = args(inst)
+    a, kw = args(inst, backend)
     for k in (1, 2, 5, 20):
-        lb = npy(mf().log_partition(*a, **kw, iterations=k, init=init))
-        unary = npy(mf().marginals(*a, **kw, iterations=k, init=init)[0])
+        lb = npy(mf(backend).log_partition(*a, **kw, iterations=k, init=init))
+        unary = npy(mf(backend).marginals(*a, **kw, iterations=k, init=init)[0])
         for b in range(inst.batch):
             n = int(inst.lengths[b])
             enum = brute_force.enumerate_scores(**inst.seq(b))
@@ -155,68 +168,65 @@ def test_lower_bound(init: str) -> None:
                 assert lb[b] == pytest.approx(log_z, abs=1e-12)
 
 
-def test_penalty_equals_replacing_neg_inf() -> None:
+def test_penalty_equals_replacing_neg_inf(backend: Backend) -> None:
     """Prop 25: ``penalty=p`` means exactly "-inf transitions replaced by p" (emissions,
     start and end keep their -inf)."""
     inst = all_lengths_instance(63, 3, neg_inf=0.3)
     allowed = random_allowed(np.random.default_rng(63), inst)
     for penalty in (-1e4, -7.5):
-        got = run(inst, allowed, penalty=penalty, iterations=4)
+        got = run(backend, inst, allowed, penalty=penalty, iterations=4)
         finite = replace(inst, transitions=np.where(np.isneginf(inst.transitions), penalty, inst.transitions))
-        want = run(finite, allowed, penalty=penalty, iterations=4)
+        want = run(backend, finite, allowed, penalty=penalty, iterations=4)
         for key in ("unary", "pairwise", "decode", "loss", "partial_loss", "log_partition"):
             np.testing.assert_allclose(got[key], want[key], rtol=1e-13, atol=1e-13, err_msg=key)
     # and the penalty value matters
-    a = run(inst, allowed, penalty=-1.0, iterations=4)["unary"]
-    b = run(inst, allowed, penalty=-1e4, iterations=4)["unary"]
+    a = run(backend, inst, allowed, penalty=-1.0, iterations=4)["unary"]
+    b = run(backend, inst, allowed, penalty=-1e4, iterations=4)["unary"]
     assert np.abs(a - b).max() > 1e-3
 
 
-def test_neg_inf_keeps_nan_away() -> None:
+def test_neg_inf_keeps_nan_away(backend: Backend) -> None:
     """Prop 25: heavy -inf patterns: every output and every loss gradient is finite; -inf
     emissions get exactly zero mass."""
     rng = np.random.default_rng(64)
     inst = make_instance(rng, batch=6, length=12, num_tags=5, neg_inf=0.5, scale=2.0)
     allowed = random_allowed(rng, inst)
-    out = run(inst, allowed)
+    out = run(backend, inst, allowed)
     for key in ("unary", "pairwise", "loss", "partial_loss", "log_partition", "change"):
         assert np.isfinite(out[key]).all(), key
     for b in range(inst.batch):
         n = int(inst.lengths[b])
         assert (out["unary"][b, :n][np.isneginf(inst.emissions[b, :n])] == 0).all()
-    t = inst.torch(grad=True)
-    mf().loss(
-        t["emissions"], t["transitions"], t["lengths"], inst.gold_tensor(), start=t["start"], end=t["end"]
-    ).sum().backward()
+    tags = inst.gold_array(backend)
+    _, grads = backend.value_and_grad(
+        lambda kw: apply(mf(backend), "loss", kw, tags),
+        inst.arrays(backend),
+        ("emissions", "transitions", "start", "end"),
+    )
     for name in ("emissions", "transitions", "start", "end"):
-        assert torch.isfinite(t[name].grad).all(), name
+        assert np.isfinite(grads[name]).all(), name
 
 
 @pytest.mark.parametrize("init", ["unary", "uniform"])
-def test_loss_gradient_flows_through_iterations(init: str) -> None:
+def test_loss_gradient_flows_through_iterations(backend: Backend, init: str) -> None:
     """The MF loss is trained by backpropagating through the unrolled updates: the autograd
     gradient is finite, nonzero (transitions too, which only act through the updates) and
     equals central finite differences."""
     rng = np.random.default_rng(65)
     inst = make_instance(rng, batch=3, length=5, num_tags=3, lengths=[5, 3, 2], neg_inf=0.2)
     opts = {"iterations": 3, "init": init, "penalty": -20.0}  # moderate: keeps FD rounding small
-    t = inst.torch(grad=True)
-    mf().loss(
-        t["emissions"],
-        t["transitions"],
-        t["lengths"],
-        inst.gold_tensor(),
-        start=t["start"],
-        end=t["end"],
-        **opts,
-    ).sum().backward()
-    grads = {name: npy(t[name].grad) for name in ("emissions", "transitions", "start")}
+    tags = inst.gold_array(backend)
+    _, grads = backend.value_and_grad(
+        lambda kw: apply(mf(backend), "loss", kw, tags, **opts),
+        inst.arrays(backend),
+        ("emissions", "transitions", "start"),
+    )
     for name, g in grads.items():
         assert np.isfinite(g).all() and np.abs(g).max() > 1e-6, name
 
     def value(x: Instance) -> float:
-        a, kw = args(x)
-        return float(npy(mf().loss(*a, x.gold_tensor(), **kw, **opts)).sum())
+        a, kw = args(x, backend)
+        return float(npy(mf(backend).loss(*a, x.gold_array(backend), **kw, **opts)).sum())
 
     eps = 1e-6
     for field in ("emissions", "transitions"):
@@ -232,31 +242,31 @@ def test_loss_gradient_flows_through_iterations(init: str) -> None:
             assert fd == pytest.approx(grads[field][idx], abs=1e-7), (field, idx)
 
 
-def test_length_one_is_softmax() -> None:
+def test_length_one_is_softmax(backend: Backend) -> None:
     """A single token has no neighbour: r = softmax(emissions + start + end) for any options."""
     rng = np.random.default_rng(66)
     inst = make_instance(rng, batch=3, length=1, num_tags=4, neg_inf=0.3)
     for init in ("unary", "uniform"):
         for k in (1, 4):
-            a, kw = args(inst)
-            unary = npy(mf().marginals(*a, **kw, iterations=k, init=init)[0])
+            a, kw = args(inst, backend)
+            unary = npy(mf(backend).marginals(*a, **kw, iterations=k, init=init)[0])
             for b in range(inst.batch):
                 seq = inst.seq(b)
                 expected = softmax(unary_scores(seq["emissions"], seq["start"], seq["end"])[0])
                 np.testing.assert_allclose(unary[b, 0], expected, rtol=0, atol=1e-14)
 
 
-def test_parallel_updates_can_oscillate() -> None:
+def test_parallel_updates_can_oscillate(backend: Backend) -> None:
     """Prop 24 regression: strong anti-ferromagnetic coupling makes Jacobi updates flip both
     tokens together forever (a 2-cycle; sequential updates would settle). Checks that the updates
     are parallel, not Gauss–Seidel."""
     em = np.array([[[1.0, 0.0], [1.0, 0.0]]])
     trans = np.array([[-10.0, 0.0], [0.0, -10.0]])  # same tag on both tokens is penalised
     inst = Instance(em, trans, np.array([2]), None, None, np.array([[0, 1]]))
-    a, kw = args(inst)
-    r20 = mf().solve(*a, **kw, iterations=20)
-    r21 = mf().solve(*a, **kw, iterations=21)
-    r22 = mf().solve(*a, **kw, iterations=22)
+    a, kw = args(inst, backend)
+    r20 = mf(backend).solve(*a, **kw, iterations=20)
+    r21 = mf(backend).solve(*a, **kw, iterations=21)
+    r22 = mf(backend).solve(*a, **kw, iterations=22)
     np.testing.assert_allclose(npy(r20.unary), npy(r22.unary), atol=1e-9)
     assert np.abs(npy(r21.unary) - npy(r20.unary)).max() > 0.5
     assert float(npy(r21.change)[0]) > 0.5

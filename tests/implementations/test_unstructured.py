@@ -1,4 +1,6 @@
-"""The unstructured baseline: closed forms, and the ``repair`` decoder against enumeration."""
+"""The unstructured baseline: closed forms, and the ``repair`` decoder against enumeration.
+
+Every test that calls a backend runs against each of them (``backend`` fixture)."""
 
 from __future__ import annotations
 
@@ -7,13 +9,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
-from hypothesis import given
 
-import implementations
 from implementations.reference import brute_force
 from implementations.reference import unstructured as ref
 
+from . import backends
+from .backends import Backend
 from .instances import (
     Instance,
     all_lengths_instance,
@@ -25,26 +26,28 @@ from .instances import (
 )
 
 
-def un() -> Any:
-    return implementations.get("unstructured", backend="torch")
-
-
-def args(inst: Instance) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    t = inst.torch()
+def args(inst: Instance, backend: Backend) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    t = inst.arrays(backend)
     return (t["emissions"], t["transitions"], t["lengths"]), {"start": t["start"], "end": t["end"]}
 
 
-@given(inst=instances(max_len=7, max_tags=5))
-def test_closed_forms(inst: Instance) -> None:
+@backends.given(inst=instances(max_len=7, max_tags=5))
+def test_closed_forms(backend: Backend, inst: Instance) -> None:
     """Per-token softmax, outer products, argmax, summed token cross-entropy, partial CE,
     Σ logsumexp -- with -inf emissions giving exact zeros."""
     allowed = random_allowed(np.random.default_rng(0), inst)
-    a, kw = args(inst)
-    unary, pairwise = (npy(x) for x in un().marginals(*a, **kw))
-    decoded = npy(un().decode(*a, **kw))
-    loss = npy(un().loss(*a, inst.gold_tensor(), **kw))
-    partial = npy(un().partial_loss(*a, torch.tensor(allowed), **kw))
-    log_part = npy(un().log_partition(*a, **kw))
+    (unary, pairwise), decoded, loss, partial, log_part = backend.calls(
+        "unstructured",
+        inst.arrays(backend),
+        ("marginals", (), {}),
+        ("decode", (), {}),
+        ("loss", (inst.gold_array(backend),), {}),
+        ("partial_loss", (backend.array(allowed),), {}),
+        ("log_partition", (), {}),
+    )
+    unary, pairwise, decoded, loss, partial, log_part = map(
+        npy, (unary, pairwise, decoded, loss, partial, log_part)
+    )
     for b in range(inst.batch):
         n = int(inst.lengths[b])
         em = inst.emissions[b, :n]
@@ -58,8 +61,9 @@ def test_closed_forms(inst: Instance) -> None:
         assert log_part[b] == pytest.approx(ref.log_partition(em), rel=1e-12, abs=1e-12)
 
 
-def test_transitions_and_boundaries_are_unused() -> None:
+def test_transitions_and_boundaries_are_unused(backend: Backend) -> None:
     """Changing finite transition/start/end values changes nothing (without repair)."""
+    un = backend.module("unstructured")
     rng = np.random.default_rng(70)
     inst = make_instance(rng, batch=4, length=6, num_tags=4, neg_inf=0.0)
     other = replace(
@@ -72,9 +76,9 @@ def test_transitions_and_boundaries_are_unused() -> None:
     for fn in ("marginals", "decode", "loss", "partial_loss", "log_partition"):
         outs = []
         for x in (inst, other):
-            a, kw = args(x)
-            extra = {"loss": (x.gold_tensor(),), "partial_loss": (torch.tensor(allowed),)}.get(fn, ())
-            out = getattr(un(), fn)(*a, *extra, **kw)
+            a, kw = args(x, backend)
+            extra = {"loss": (x.gold_array(backend),), "partial_loss": (backend.array(allowed),)}.get(fn, ())
+            out = getattr(un, fn)(*a, *extra, **kw)
             outs.append([npy(o) for o in out] if isinstance(out, tuple) else [npy(out)])
         for x, y in zip(*outs, strict=True):
             np.testing.assert_array_equal(x, y, err_msg=fn)
@@ -82,13 +86,14 @@ def test_transitions_and_boundaries_are_unused() -> None:
 
 @pytest.mark.parametrize("num_tags", [2, 3, 4])
 @pytest.mark.parametrize("neg_inf", [0.3, 0.5])
-def test_repair_is_best_valid_sequence(num_tags: int, neg_inf: float) -> None:
+def test_repair_is_best_valid_sequence(backend: Backend, num_tags: int, neg_inf: float) -> None:
     """``repair=True``: a valid sequence (no -inf transition/start/end/emission used) that
     maximises the sum of per-token log-marginals -- checked by enumeration, lengths 1..6."""
+    un = backend.module("unstructured")
     inst = all_lengths_instance(71 + num_tags, num_tags, neg_inf=neg_inf, per_position=num_tags != 3)
-    a, kw = args(inst)
-    repaired = npy(un().decode(*a, **kw, repair=True))
-    plain = npy(un().decode(*a, **kw))
+    a, kw = args(inst, backend)
+    repaired = npy(un.decode(*a, **kw, repair=True))
+    plain = npy(un.decode(*a, **kw))
     np.testing.assert_array_equal(repaired[~inst.valid()], -1)
     for b in range(inst.batch):
         n = int(inst.lengths[b])
@@ -104,15 +109,16 @@ def test_repair_is_best_valid_sequence(num_tags: int, neg_inf: float) -> None:
             np.testing.assert_array_equal(path, plain[b, :n])
 
 
-def test_repair_fixes_an_invalid_argmax() -> None:
+def test_repair_fixes_an_invalid_argmax(backend: Backend) -> None:
     """Token argmax 0 0 0 with 0 -> 0 forbidden: repair must change it, to the enumerated best."""
+    un = backend.module("unstructured")
     em = np.array([[[2.0, 0.0], [3.0, 0.0], [2.5, 0.0]]])
     trans = np.array([[-np.inf, 0.0], [0.0, 0.0]])
     inst = Instance(em, trans, np.array([3]), None, None, np.array([[0, 1, 0]]))
-    a, kw = args(inst)
-    plain = npy(un().decode(*a, **kw))[0]
+    a, kw = args(inst, backend)
+    plain = npy(un.decode(*a, **kw))[0]
     np.testing.assert_array_equal(plain, [0, 0, 0])
-    repaired = npy(un().decode(*a, **kw, repair=True))[0]
+    repaired = npy(un.decode(*a, **kw, repair=True))[0]
     _, best_path, gap = ref.repair(**inst.seq(0))
     assert gap > 1e-3
     np.testing.assert_array_equal(repaired, best_path)
@@ -120,9 +126,10 @@ def test_repair_fixes_an_invalid_argmax() -> None:
 
 
 @pytest.mark.parametrize("length", [1, 2, 4])
-def test_repair_respects_start_and_end(length: int) -> None:
+def test_repair_respects_start_and_end(backend: Backend, length: int) -> None:
     """Token argmax is tag 0 everywhere but start and end forbid tag 0: repair must move the
     first and last tags (only), to the enumerated best valid sequence."""
+    un = backend.module("unstructured")
     rng = np.random.default_rng(74 + length)
     em = rng.normal(size=(1, length, 3)) * 0.3
     em[0, :, 0] += 3.0
@@ -130,20 +137,21 @@ def test_repair_respects_start_and_end(length: int) -> None:
     start = np.array([-np.inf, 0.5, -1.0])
     end = np.array([-np.inf, -2.0, 1.0])
     inst = Instance(em, trans, np.array([length]), start, end, np.full((1, length), 1))
-    a, kw = args(inst)
-    np.testing.assert_array_equal(npy(un().decode(*a, **kw))[0], np.zeros(length, dtype=int))
-    repaired = npy(un().decode(*a, **kw, repair=True))[0]
+    a, kw = args(inst, backend)
+    np.testing.assert_array_equal(npy(un.decode(*a, **kw))[0], np.zeros(length, dtype=int))
+    repaired = npy(un.decode(*a, **kw, repair=True))[0]
     assert path_is_valid(inst, 0, repaired)
     _, best_path, gap = ref.repair(**inst.seq(0))
     assert gap > 1e-6
     np.testing.assert_array_equal(repaired, best_path)
 
 
-def test_repair_false_is_plain_argmax() -> None:
+def test_repair_false_is_plain_argmax(backend: Backend) -> None:
+    un = backend.module("unstructured")
     rng = np.random.default_rng(72)
     inst = make_instance(rng, batch=4, length=6, num_tags=4, neg_inf=0.4)
-    a, kw = args(inst)
-    np.testing.assert_array_equal(npy(un().decode(*a, **kw, repair=False)), npy(un().decode(*a, **kw)))
+    a, kw = args(inst, backend)
+    np.testing.assert_array_equal(npy(un.decode(*a, **kw, repair=False)), npy(un.decode(*a, **kw)))
 
 
 def test_repair_oracle_self_check() -> None:

@@ -1,0 +1,112 @@
+"""Shared handling of the contract's scores: masks, padding, gold scores, constraint patterns
+and the BCRF paper's arc weights ``w`` (every unary folded into exactly one arc group).
+
+The array-to-array helpers are ``jax.jit``-compiled, so an eager call runs one cached program
+per shape instead of one per operation (inside a traced caller they are simply inlined)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax import Array
+
+
+def position_mask(lengths: Array, length: int) -> Array:
+    """(B, N) bool, True where ``position < lengths[b]``."""
+    return jnp.arange(length) < lengths[:, None]
+
+
+def per_position(transitions: Array, batch: int, length: int) -> Array:
+    """Transitions as a (B, N-1, T, T) array, broadcasting a shared (T, T) matrix."""
+    if transitions.ndim == 4:
+        return transitions
+    num_tags = transitions.shape[-1]
+    return jnp.broadcast_to(transitions, (batch, max(length - 1, 0), num_tags, num_tags))
+
+
+def boundary(scores: Array | None, like: Array) -> Array:
+    """Start/end scores, zeros when absent, shape (T,)."""
+    return jnp.zeros(like.shape[-1], dtype=like.dtype) if scores is None else scores
+
+
+@jax.jit
+def clean_padding(emissions: Array, transitions: Array, lengths: Array) -> tuple[Array, Array]:
+    """Replace scores past each length by 0, so padding can never produce NaN or -inf rows.
+
+    Returns emissions (B, N, T) and per-position transitions (B, N-1, T, T).
+    """
+    batch, length, _ = emissions.shape
+    mask = position_mask(lengths, length)
+    emissions = jnp.where(mask[..., None], emissions, 0.0)
+    transitions = per_position(transitions, batch, length)
+    transitions = jnp.where(mask[:, 1:, None, None], transitions, 0.0)
+    return emissions, transitions
+
+
+@jax.jit
+def gold_score(
+    emissions: Array,
+    transitions: Array,
+    lengths: Array,
+    tags: Array,
+    start: Array | None,
+    end: Array | None,
+) -> Array:
+    """Score of the gold sequence, (B,): its emissions, transitions, start and end scores."""
+    batch, length, _ = emissions.shape
+    mask = position_mask(lengths, length)
+    safe = jnp.where(mask, tags, 0)
+    unary = jnp.take_along_axis(emissions, safe[..., None], axis=-1)[..., 0]
+    score = jnp.where(mask, unary, 0.0).sum(-1)
+    if length > 1:
+        pairs = per_position(transitions, batch, length)
+        rows = jnp.take_along_axis(pairs, safe[:, :-1, None, None], axis=2)[:, :, 0]
+        binary = jnp.take_along_axis(rows, safe[:, 1:, None], axis=-1)[..., 0]
+        score = score + jnp.where(mask[:, 1:], binary, 0.0).sum(-1)
+    first, last = safe[:, 0], jnp.take_along_axis(safe, (lengths - 1)[:, None], axis=1)[:, 0]
+    if start is not None:
+        score = score + start[first]
+    if end is not None:
+        score = score + end[last]
+    return score
+
+
+@jax.jit
+def forbidden_pattern(scores: Array | None) -> Array | None:
+    """The constraints alone: 0 where a score is allowed, -inf where it is forbidden."""
+    if scores is None:
+        return None
+    return jnp.where(jnp.isneginf(scores), -jnp.inf, 0.0).astype(scores.dtype)
+
+
+@jax.jit
+def mask_emissions(emissions: Array, allowed: Array) -> Array:
+    """Emissions with every tag a partial annotation forbids set to -inf."""
+    return jnp.where(allowed, emissions, -jnp.inf)
+
+
+@jax.jit
+def arc_weights(
+    emissions: Array, transitions: Array, lengths: Array, start: Array | None, end: Array | None
+) -> tuple[Array, Array]:
+    """The paper's arc weights ``w`` (B, N-1, T, T) and the tag scores of length-1 sequences (B, T).
+
+    ``w[i, a, b] = transitions[i, a, b] + emissions[i+1, b]``; the first arc also gets
+    ``emissions[0, a] + start[a]`` and arc ``len - 2`` gets ``end[b]``. Arcs past ``len - 2`` are 0
+    (padding, never read). A length-1 sequence has no arc: its scores are
+    ``emissions[0] + start + end``.
+    """
+    batch, length, _ = emissions.shape
+    emissions, transitions = clean_padding(emissions, transitions, lengths)
+    start, end = boundary(start, emissions), boundary(end, emissions)
+    first_tag = emissions[:, 0] + start
+    singles = first_tag + end
+    if length == 1:
+        return transitions, singles
+    weights = transitions + emissions[:, 1:, None, :]
+    is_first = jnp.arange(length - 1) == 0
+    is_last = jnp.arange(length - 1) == (lengths - 2)[:, None]
+    weights = weights + jnp.where(is_first[None, :, None, None], first_tag[:, None, :, None], 0.0)
+    weights = jnp.where(is_last[:, :, None, None], weights + end, weights)
+    real = jnp.arange(length - 1) < (lengths - 1)[:, None]
+    return jnp.where(real[:, :, None, None], weights, 0.0), singles

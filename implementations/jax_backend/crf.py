@@ -1,0 +1,19 @@
+"""Exact linear-chain CRF, sequential: forward / forward–backward / Viterbi, one step per position.
+
+O(N T²) work and N dependent steps (``lax.scan``). Marginals come from an explicit
+forward–backward pass; ``log_partition`` is differentiable by autodiff (its gradient equals those
+marginals).
+"""
+
+from . import _chain
+from ._exact import ExactCRF
+
+_crf = ExactCRF(_chain)
+
+log_partition = _crf.log_partition
+marginals = _crf.marginals
+decode = _crf.decode
+loss = _crf.loss
+partial_loss = _crf.partial_loss
+
+__all__ = ["decode", "log_partition", "loss", "marginals", "partial_loss"]

@@ -1,0 +1,287 @@
+"""Naive mean field with parallel (Jacobi) updates, the paper's MF baseline (App. G; AIN).
+
+``r_i ← softmax_t( u_i(t) + Σ_{t'} r_{i-1}(t') s_{i-1}(t', t) + Σ_{t'} r_{i+1}(t') s_i(t, t') )``
+for all positions at once, ``iterations`` times (a ``lax.scan`` of fixed length), where ``u`` are
+the tag scores (emissions, with ``start`` at the first and ``end`` at the last position) and ``s``
+the transitions.
+
+Mean field multiplies transition scores by probabilities, so a -inf transition would give
+``0 · (−inf) = NaN``: every -inf *transition* is replaced by the finite ``penalty`` (default
+-1e4). -inf *tag* scores (emissions, start, end) never meet a product and stay exact.
+
+Options (``iterations``, ``init``, ``penalty``, ``validate``) are Python values, static under
+``jax.jit``.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax import Array, lax
+
+from .. import contract
+from . import _validate
+from ._scores import boundary, clean_padding, position_mask
+from ._tokens import argmax_tags, product_marginals, token_nll, token_partial_nll
+
+INITS = ("unary", "uniform")
+DEFAULT_ITERATIONS = 10
+DEFAULT_PENALTY = -1e4
+
+
+class MeanFieldResult(NamedTuple):
+    """What :func:`solve` returns: the factorised marginals and how much the last update moved."""
+
+    unary: Array  # (B, N, T) r after the last update, zero on padding
+    iterations: int  # updates run; a 0-d array when returned from jit
+    change: Array  # (B,) max |r_k − r_{k−1}| of the last update
+
+
+def _check_options(iterations: int, init: str, penalty: float) -> None:
+    contract.check_positive("iterations", iterations, integer=True)
+    contract.check_choice("init", init, INITS)
+    if not (math.isfinite(penalty) and penalty <= 0):
+        raise ValueError(f"penalty must be a finite score <= 0 replacing -inf transitions, got {penalty!r}")
+
+
+def _tag_scores(emissions: Array, lengths: Array, start: Array | None, end: Array | None) -> Array:
+    """u (B, N, T): emissions plus start at position 0 and end at position len - 1."""
+    is_last = jnp.arange(emissions.shape[1]) == (lengths - 1)[:, None]
+    scores = jnp.concatenate([emissions[:, :1] + boundary(start, emissions), emissions[:, 1:]], axis=1)
+    return jnp.where(is_last[..., None], scores + boundary(end, emissions), scores)
+
+
+def _penalised(transitions: Array, penalty: float) -> Array:
+    """Transitions with every -inf replaced by the finite ``penalty``."""
+    return jnp.where(jnp.isneginf(transitions), penalty, transitions)
+
+
+def _messages(r: Array, transitions: Array, arcs: Array) -> Array:
+    """Expected transition scores each position receives from its neighbours, (B, N, T).
+
+    ``arcs`` (B, N-1, 1) is 1 for the arcs inside a sequence, so nothing crosses into padding.
+    Shared transitions use one matrix product for the whole batch.
+    """
+    if transitions.ndim == 2:
+        from_left = r[:, :-1] @ transitions  # into positions 1..N-1
+        from_right = r[:, 1:] @ transitions.T  # into positions 0..N-2
+    else:
+        from_left = jnp.einsum("bia,biac->bic", r[:, :-1], transitions)
+        from_right = jnp.einsum("bic,biac->bia", r[:, 1:], transitions)
+    return jnp.pad(from_left * arcs, ((0, 0), (1, 0), (0, 0))) + jnp.pad(
+        from_right * arcs, ((0, 0), (0, 1), (0, 0))
+    )
+
+
+@partial(jax.jit, static_argnames=("iterations", "init", "penalty"))
+def _iterate(
+    emissions: Array,
+    transitions: Array,
+    lengths: Array,
+    start: Array | None,
+    end: Array | None,
+    iterations: int,
+    init: str,
+    penalty: float,
+) -> tuple[Array, Array]:
+    """Log marginals after the last update and after the one before it, both (B, N, T)."""
+    mask = position_mask(lengths, emissions.shape[1])
+    scores = _tag_scores(jnp.where(mask[..., None], emissions, 0.0), lengths, start, end)
+    transitions = _penalised(transitions, penalty)
+    arcs = mask[:, 1:, None].astype(scores.dtype)
+    if init == "unary":
+        log_r = jax.nn.log_softmax(scores, axis=-1)
+    else:
+        log_r = jnp.full_like(scores, -math.log(scores.shape[-1]))
+
+    def update(state: tuple[Array, Array], _: None) -> tuple[tuple[Array, Array], None]:
+        log_r, _ = state
+        messages = _messages(jnp.exp(log_r), transitions, arcs)
+        return (jax.nn.log_softmax(scores + messages, axis=-1), log_r), None
+
+    (log_r, previous), _ = lax.scan(update, (log_r, log_r), None, length=iterations)
+    return log_r, previous
+
+
+@partial(jax.jit, static_argnames=("iterations", "init", "penalty"))
+def _solve(
+    emissions: Array,
+    transitions: Array,
+    lengths: Array,
+    start: Array | None,
+    end: Array | None,
+    iterations: int,
+    init: str,
+    penalty: float,
+) -> tuple[Array, Array]:
+    """Marginals r (B, N, T) after the last update, zero on padding, and the update's size (B,)."""
+    log_r, previous = _iterate(emissions, transitions, lengths, start, end, iterations, init, penalty)
+    mask = position_mask(lengths, emissions.shape[1])[..., None]
+    r = jnp.exp(log_r) * mask
+    change = jnp.abs(r - jnp.exp(previous) * mask).reshape(r.shape[0], -1).max(-1)
+    return r, change
+
+
+@partial(jax.jit, static_argnames=("iterations", "init", "penalty"))
+def _lower_bound(
+    emissions: Array,
+    transitions: Array,
+    lengths: Array,
+    start: Array | None,
+    end: Array | None,
+    iterations: int,
+    init: str,
+    penalty: float,
+) -> Array:
+    """``E_r[score] + H(r)`` (B,) at the final marginals (see :func:`log_partition`)."""
+    log_r, _ = _iterate(emissions, transitions, lengths, start, end, iterations, init, penalty)
+    clean_emissions, clean_transitions = clean_padding(emissions, transitions, lengths)
+    scores = _tag_scores(clean_emissions, lengths, start, end)
+    mask = position_mask(lengths, emissions.shape[1])[..., None]
+    r = jnp.exp(log_r) * mask
+    live = mask & jnp.isfinite(log_r)
+    tag_terms = (r * jnp.where(live, scores - log_r, 0.0)).reshape(r.shape[0], -1).sum(-1)
+    _, pairwise = product_marginals(r, lengths)
+    return tag_terms + (pairwise * _penalised(clean_transitions, penalty)).reshape(r.shape[0], -1).sum(-1)
+
+
+def solve(
+    emissions: Array,
+    transitions: Array,
+    lengths: Array,
+    *,
+    start: Array | None = None,
+    end: Array | None = None,
+    validate: bool = True,
+    iterations: int = DEFAULT_ITERATIONS,
+    init: str = "unary",
+    penalty: float = DEFAULT_PENALTY,
+) -> MeanFieldResult:
+    """Run the parallel updates and report the marginals and the size of the last update."""
+    _check_options(iterations, init, penalty)
+    if validate:
+        _validate.check_scores(emissions, transitions, lengths, start, end)
+    r, change = _solve(emissions, transitions, lengths, start, end, iterations, init, penalty)
+    return MeanFieldResult(r, iterations, change)
+
+
+def marginals(
+    emissions: Array,
+    transitions: Array,
+    lengths: Array,
+    *,
+    start: Array | None = None,
+    end: Array | None = None,
+    validate: bool = True,
+    iterations: int = DEFAULT_ITERATIONS,
+    init: str = "unary",
+    penalty: float = DEFAULT_PENALTY,
+) -> tuple[Array, Array]:
+    """Factorised marginals r (B, N, T) and their products ``r_i ⊗ r_{i+1}`` (B, N-1, T, T)."""
+    result = solve(
+        emissions,
+        transitions,
+        lengths,
+        start=start,
+        end=end,
+        validate=validate,
+        iterations=iterations,
+        init=init,
+        penalty=penalty,
+    )
+    return product_marginals(result.unary, lengths)
+
+
+def decode(
+    emissions: Array,
+    transitions: Array,
+    lengths: Array,
+    *,
+    start: Array | None = None,
+    end: Array | None = None,
+    validate: bool = True,
+    iterations: int = DEFAULT_ITERATIONS,
+    init: str = "unary",
+    penalty: float = DEFAULT_PENALTY,
+) -> Array:
+    """Most probable tag of each factorised marginal (B, N), -1 on padding."""
+    result = solve(
+        emissions,
+        transitions,
+        lengths,
+        start=start,
+        end=end,
+        validate=validate,
+        iterations=iterations,
+        init=init,
+        penalty=penalty,
+    )
+    return argmax_tags(result.unary, lengths)
+
+
+def loss(
+    emissions: Array,
+    transitions: Array,
+    lengths: Array,
+    tags: Array,
+    *,
+    start: Array | None = None,
+    end: Array | None = None,
+    validate: bool = True,
+    iterations: int = DEFAULT_ITERATIONS,
+    init: str = "unary",
+    penalty: float = DEFAULT_PENALTY,
+) -> Array:
+    """Token cross-entropy on the final marginals (B,), backpropagated through every update (AIN)."""
+    _check_options(iterations, init, penalty)
+    if validate:
+        _validate.check_gold(emissions, transitions, lengths, tags, start, end)
+    log_r, _ = _iterate(emissions, transitions, lengths, start, end, iterations, init, penalty)
+    return token_nll(log_r, lengths, tags)
+
+
+def partial_loss(
+    emissions: Array,
+    transitions: Array,
+    lengths: Array,
+    allowed: Array,
+    *,
+    start: Array | None = None,
+    end: Array | None = None,
+    validate: bool = True,
+    iterations: int = DEFAULT_ITERATIONS,
+    init: str = "unary",
+    penalty: float = DEFAULT_PENALTY,
+) -> Array:
+    """``−Σ_i log Σ_{t allowed} r_i(t)`` (B,) on the final marginals, through every update."""
+    _check_options(iterations, init, penalty)
+    if validate:
+        _validate.check_partial(emissions, transitions, lengths, allowed, start, end)
+    log_r, _ = _iterate(emissions, transitions, lengths, start, end, iterations, init, penalty)
+    return token_partial_nll(log_r, lengths, allowed)
+
+
+def log_partition(
+    emissions: Array,
+    transitions: Array,
+    lengths: Array,
+    *,
+    start: Array | None = None,
+    end: Array | None = None,
+    validate: bool = True,
+    iterations: int = DEFAULT_ITERATIONS,
+    init: str = "unary",
+    penalty: float = DEFAULT_PENALTY,
+) -> Array:
+    """Mean-field lower bound ``E_r[score] + H(r)`` (B,) with -inf transitions at ``penalty``.
+
+    For finite scores it never exceeds the exact ``log Z``.
+    """
+    _check_options(iterations, init, penalty)
+    if validate:
+        _validate.check_scores(emissions, transitions, lengths, start, end)
+    return _lower_bound(emissions, transitions, lengths, start, end, iterations, init, penalty)
