@@ -1,4 +1,4 @@
-"""Converters from the contract's scores to the two PyTorch CRF libraries people compare with.
+"""Converters between the contract's scores and the two PyTorch CRF libraries people compare with.
 
 * pytorch-crf 0.7.2 (``torchcrf.CRF``): shared ``transitions[from, to]`` plus ``start_transitions``
   and ``end_transitions``, emissions batch-first, a boolean ``mask`` instead of lengths.
@@ -6,7 +6,8 @@
   ``log_potentials[b, n, cur, prev]`` (B, N-1, T, T), with every unary folded into an edge and
   ``lengths`` masking the rest; it needs N >= 2.
 
-Both are optional dependencies (the ``peers`` extra); they are imported only when called.
+Both are optional dependencies (the ``peers`` extra); they are imported only when called. The
+``from_*`` converters give contract scores that define the same distribution over tag sequences.
 """
 
 from __future__ import annotations
@@ -54,3 +55,18 @@ def to_torch_struct(
         raise ValueError("torch-struct's LinearChainCRF needs every length >= 2")
     weights, _ = arc_weights(emissions, transitions, lengths, start, end)
     return weights.transpose(-1, -2).contiguous()
+
+
+def from_pytorch_crf(crf: Any) -> tuple[Tensor, Tensor, Tensor]:
+    """``(transitions (T, T), start (T,), end (T,))`` of a ``torchcrf.CRF``; its emissions are
+    already the contract's (batch-first)."""
+    return crf.transitions.detach(), crf.start_transitions.detach(), crf.end_transitions.detach()
+
+
+def from_torch_struct(log_potentials: Tensor) -> tuple[Tensor, Tensor]:
+    """Contract ``(emissions (B, N, T) zeros, transitions (B, N-1, T, T))`` from torch-struct edge
+    potentials ``[b, n, cur, prev]``: each edge potential becomes the transition score, so a
+    sequence scores the same sum of potentials. Differentiable."""
+    batch, edges, num_tags, _ = log_potentials.shape
+    emissions = log_potentials.new_zeros(batch, edges + 1, num_tags)
+    return emissions, log_potentials.transpose(-1, -2)

@@ -59,3 +59,52 @@ def test_torch_struct_rejects_length_one():
     emissions, transitions, lengths, *_ = _instance(0)
     with pytest.raises(ValueError, match="length"):
         peers.to_torch_struct(emissions, transitions, torch.ones_like(lengths))
+
+
+@pytest.mark.parametrize("per_position", [False, True])
+def test_torch_struct_marginals_and_argmax_are_ours(per_position):
+    torch_struct = pytest.importorskip("torch_struct")
+    emissions, transitions, lengths, _, start, end = _instance(3, per_position)
+    potentials = peers.to_torch_struct(emissions, transitions, lengths, start, end)
+    dist = torch_struct.LinearChainCRF(potentials, lengths=lengths)
+    crf = implementations.get("crf")
+    _, pairwise = crf.marginals(emissions, transitions, lengths, start=start, end=end)
+    torch.testing.assert_close(dist.marginals.transpose(-1, -2), pairwise)
+    tags = crf.decode(emissions, transitions, lengths, start=start, end=end)
+    edges = dist.argmax.transpose(-1, -2)  # [b, n, prev, cur] indicator of the best path
+    previous, current = edges.sum(-1).argmax(-1), edges.sum(-2).argmax(-1)
+    theirs = torch.cat([previous[:, :1], current], dim=1)
+    inside = torch.arange(tags.shape[1]) < lengths[:, None]
+    assert torch.equal(theirs[inside], tags[inside])
+
+
+def test_pytorch_crf_viterbi_is_ours():
+    pytest.importorskip("torchcrf")
+    emissions, transitions, lengths, _, start, end = _instance(4)
+    crf = peers.to_pytorch_crf(transitions, start, end)
+    theirs = crf.decode(emissions, mask=peers.pytorch_crf_mask(lengths, emissions.shape[1]))
+    ours = implementations.get("crf").decode(emissions, transitions, lengths, start=start, end=end)
+    for b, path in enumerate(theirs):
+        assert ours[b, : len(path)].tolist() == path
+
+
+def test_from_pytorch_crf_round_trip():
+    pytest.importorskip("torchcrf")
+    emissions, transitions, lengths, tags, start, end = _instance(5)
+    back = peers.from_pytorch_crf(peers.to_pytorch_crf(transitions, start, end))
+    for got, expected in zip(back, (transitions, start, end), strict=True):
+        torch.testing.assert_close(got, expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("per_position", [False, True])
+def test_from_torch_struct_defines_the_same_distribution(per_position):
+    torch_struct = pytest.importorskip("torch_struct")
+    emissions, transitions, lengths, tags, start, end = _instance(6, per_position)
+    potentials = peers.to_torch_struct(emissions, transitions, lengths, start, end)
+    dist = torch_struct.LinearChainCRF(potentials, lengths=lengths)
+    zero_emissions, edge_transitions = peers.from_torch_struct(potentials)
+    crf = implementations.get("crf")
+    torch.testing.assert_close(crf.log_partition(zero_emissions, edge_transitions, lengths), dist.partition)
+    ours = crf.loss(zero_emissions, edge_transitions, lengths, tags)
+    expected = crf.loss(emissions, transitions, lengths, tags, start=start, end=end)
+    torch.testing.assert_close(ours, expected)
