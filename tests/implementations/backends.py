@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -23,7 +22,6 @@ import implementations
 
 Array = Any  # a torch.Tensor or a jax.Array
 Call = tuple[str, tuple[Any, ...], dict[str, Any]]  # function name, extra arrays, options
-FLOATS = ("float32", "float64")
 
 
 class Backend:
@@ -35,12 +33,7 @@ class Backend:
     decode_dtypes: tuple[str, ...]
 
     def module(self, method: str) -> Any:
-        """The contract module of ``method`` in this backend, as numerical tests call it."""
-        return implementations.get(method, backend=self.name)
-
-    def eager(self, method: str) -> Any:
-        """The contract module itself, called eagerly so that every check runs (tests of the
-        ``ValueError`` contract)."""
+        """The contract module of ``method`` in this backend (called eagerly: every check runs)."""
         return implementations.get(method, backend=self.name)
 
     # --------------------------------------------------------------------------- conversions
@@ -165,30 +158,16 @@ class JaxBackend(Backend):
 
         enable_x64()
         self.jax, self.jnp = jax, jnp
-        self._jitted: dict[str, JitModule] = {}
         self._programs: dict[Any, Callable[..., Any]] = {}
-
-    def module(self, method: str) -> Any:
-        """The contract module of ``method`` with every function run under ``jax.jit`` (options
-        static), compiled once per function, options and input shapes and then reused by every
-        test: an eager jax call compiles its ``lax.scan`` bodies anew each time (~0.5 s).
-
-        Under jit the value checks are skipped (shape and dtype checks still run): tests of the
-        ``ValueError`` contract use :meth:`eager`; ``test_jit.py`` checks jit == eager.
-        """
-        if os.environ.get("CRFBENCH_TEST_JAX_EAGER"):
-            return self.eager(method)
-        if method not in self._jitted:
-            self._jitted[method] = JitModule(self.eager(method))
-        return self._jitted[method]
 
     def calls(self, method: str, kw: Mapping[str, Array | None], *specs: Call) -> list[Any]:
         """As :meth:`Backend.calls`, but all the functions in one ``jax.jit`` program (compiled
-        once per method, specs and input shapes): one XLA compilation instead of one per
-        function, about half the time."""
+        once per method, specs and input shapes): one XLA compilation instead of one or more per
+        function, about half the time. Under jit the value checks are skipped (valid inputs
+        only); ``test_jit.py`` checks that jit == eager."""
         key = (method, tuple((fn, len(extra), tuple(sorted(opts.items()))) for fn, extra, opts in specs))
         if key not in self._programs:
-            mod = self.eager(method)
+            mod = self.module(method)
             static = [(fn, opts) for fn, _, opts in specs]
 
             def program(kw: Mapping[str, Array | None], extras: list[tuple[Array, ...]]) -> list[Any]:
@@ -224,33 +203,6 @@ class JaxBackend(Backend):
 
         (_, value), grads = self.jax.value_and_grad(total, has_aux=True)({k: inputs[k] for k in wrt})
         return self.numpy(value), {k: self.numpy(g) for k, g in grads.items()}
-
-
-class JitModule:
-    """A jax contract module whose functions run under ``jax.jit``: keyword options are static
-    (one compiled program per function and options, cached per input shapes by jax), arrays
-    (including ``start``/``end``, or ``None``) are traced. ``solve``'s ``iterations`` is turned
-    back into the Python int that the eager call returns."""
-
-    FUNCTIONS = ("marginals", "decode", "loss", "partial_loss", "log_partition", "solve")
-
-    def __init__(self, module: Any) -> None:
-        self.module = module
-        self._cache: dict[tuple[str, tuple[tuple[str, Any], ...]], Callable[..., Any]] = {}
-
-    def __getattr__(self, name: str) -> Any:
-        if name not in self.FUNCTIONS:
-            return getattr(self.module, name)
-        return lambda *args, **kwargs: self._call(name, *args, **kwargs)
-
-    def _call(self, name: str, *args: Array, start: Array | None = None, end: Array | None = None, **options):
-        import jax
-
-        key = (name, tuple(sorted(options.items())))
-        if key not in self._cache:
-            fn = getattr(self.module, name)
-            self._cache[key] = jax.jit(lambda a, s, e: fn(*a, start=s, end=e, **options))
-        return _solve_iterations(name, self._cache[key](args, start, end))
 
 
 def _invoke(

@@ -27,13 +27,8 @@ FUNCTIONS = ("marginals", "decode", "loss", "partial_loss", "log_partition")
 
 
 def module(method: str, backend: Backend) -> Any:
-    """``method`` as numerical tests call it (under ``jax.jit`` for jax, see ``backends.py``)."""
+    """``method`` in ``backend``, called eagerly (every validation check runs)."""
     return backend.module(method)
-
-
-def eager(method: str, backend: Backend) -> Any:
-    """``method`` called eagerly: every validation check runs."""
-    return backend.eager(method)
 
 
 def call(
@@ -65,7 +60,7 @@ def every_function(
     extra = {"loss": (tags,), "partial_loss": (allow,)}
     with backend.no_grad():
         if checked:
-            results = [call(eager(method, backend), fn, kw, tags, allow) for fn in FUNCTIONS]
+            results = [call(module(method, backend), fn, kw, tags, allow) for fn in FUNCTIONS]
         else:
             results = backend.calls(method, kw, *[(fn, extra.get(fn, ()), {}) for fn in FUNCTIONS])
     out = dict(zip(FUNCTIONS, results, strict=True))
@@ -203,7 +198,7 @@ class TestContract:
         """``mutate`` edits the keyword arguments (NumPy arrays, incl. ``tags``/``allowed``),
         which are then converted to ``backend``; every listed function must raise a ValueError
         whose message matches ``match``."""
-        mod = eager(method, backend)
+        mod = module(method, backend)
         inst, allowed = TestContract._base()
         for fn in functions:
             kw = {**inst.scores(), "tags": inst.gold.copy(), "allowed": allowed.copy()}
@@ -312,7 +307,7 @@ class TestContract:
             self._expect_error(method, backend, mutate, "sequence|tags", functions=("loss",))
 
     def test_tags_padding_is_ignored(self, method: str, backend: Backend) -> None:
-        mod = eager(method, backend)  # the gold-tag checks must ignore the padding too
+        mod = module(method, backend)  # the gold-tag checks must ignore the padding too
         inst, _ = self._base()
         kw = inst.arrays(backend)
         ref = mod.loss(
@@ -364,7 +359,7 @@ class TestContract:
         self._expect_error(method, backend, mutate, match, functions=("partial_loss",))
 
     def test_allowed_padding_is_ignored(self, method: str, backend: Backend) -> None:
-        mod = eager(method, backend)  # the feasibility check must ignore the padding too
+        mod = module(method, backend)  # the feasibility check must ignore the padding too
         inst, allowed = self._base()
         kw = inst.arrays(backend)
         args = (kw["emissions"], kw["transitions"], kw["lengths"])
@@ -388,7 +383,7 @@ class TestContract:
 
     def test_validate_false_skips_checks(self, method: str, backend: Backend) -> None:
         """With ``validate=False`` a NaN score is not reported (it just propagates)."""
-        mod = eager(method, backend)
+        mod = module(method, backend)
         inst, allowed = self._base()
         scores = inst.scores()
         scores["emissions"][0, 1, 1] = math.nan
@@ -439,7 +434,7 @@ def test_bad_options_raise_in_solve(method: str, backend: Backend, opts: dict[st
     inst, _ = TestContract._base()
     kw = inst.arrays(backend)
     with pytest.raises(ValueError, match=next(iter(opts))):
-        eager(method, backend).solve(
+        module(method, backend).solve(
             kw["emissions"], kw["transitions"], kw["lengths"], start=kw["start"], end=kw["end"], **opts
         )
 

@@ -87,7 +87,7 @@ def jitted(method: str, fn: str, static: tuple[str, ...]) -> tuple[Callable[...,
     """``jax.jit`` of the module function itself, options static by name, and its trace count
     (shared by the tests below, which all call it with the same shapes)."""
     counter = [0]
-    return jax.jit(counted(getattr(JAX.eager(method), fn), counter), static_argnames=static), counter
+    return jax.jit(counted(getattr(JAX.module(method), fn), counter), static_argnames=static), counter
 
 
 def call_jitted(method: str, fn: str, opts: dict[str, Any], kw: dict[str, Any], *args: Any) -> Any:
@@ -123,14 +123,14 @@ def assert_close(got: dict[str, Any], want: dict[str, Any], backend: backends.Ba
 def test_jit_equals_eager_and_does_not_retrace(method: str, fn: str, opts: dict[str, Any]) -> None:
     inst, allowed = FIRST
     kw = inst.arrays(JAX)
-    eager = apply(JAX.eager(method), fn, kw, *extra(fn, inst, allowed, JAX), **opts)
+    eager = apply(JAX.module(method), fn, kw, *extra(fn, inst, allowed, JAX), **opts)
     first = call_jitted(method, fn, opts, kw, *extra(fn, inst, allowed, JAX))
     assert_close(as_dict(first, fn), as_dict(eager, fn), JAX, 1e-12)
     # new values, same shapes: the compiled program is reused, and it is right (torch reference)
     inst, allowed = SECOND
     second = call_jitted(method, fn, opts, inst.arrays(JAX), *extra(fn, inst, allowed, JAX))
     assert jitted(method, fn, tuple(sorted(opts)))[1] == [1], "retraced for new values of the same shapes"
-    reference = apply(TORCH.eager(method), fn, inst.arrays(TORCH), *extra(fn, inst, allowed, TORCH), **opts)
+    reference = apply(TORCH.module(method), fn, inst.arrays(TORCH), *extra(fn, inst, allowed, TORCH), **opts)
     assert_close(as_dict(second, fn), as_dict(reference, fn), TORCH, 1e-10)
 
 
@@ -161,12 +161,10 @@ BAD_VALUES: dict[str, tuple[Callable[[dict[str, np.ndarray]], None], tuple[str, 
 @pytest.mark.parametrize("case", sorted(BAD_VALUES))
 @pytest.mark.parametrize("method", sorted({m for m, _, _ in CASES}))
 def test_value_checks_are_skipped_under_jit(method: str, case: str) -> None:
-    """The eager call raises (checked for the first function; all of them in
-    ``test_contract.py``); under jit the values are unknown, so the same input runs without a
-    ``ValueError`` and without a retrace."""
+    """The eager call raises (as ``test_contract.py`` checks too); under jit the values are
+    unknown, so the same input runs without a ``ValueError`` and without a retrace."""
     mutate, only = BAD_VALUES[case]
     inst, allowed = FIRST
-    checked_eager = False
     for m, fn, opts in CASES:
         if m != method or (only and fn not in only):
             continue
@@ -174,10 +172,8 @@ def test_value_checks_are_skipped_under_jit(method: str, case: str) -> None:
         mutate(values)
         kw = JAX.arrays(values)
         args = {"loss": (kw["tags"],), "partial_loss": (kw["allowed"],)}.get(fn, ())
-        if not checked_eager:
-            with pytest.raises(ValueError):
-                apply(JAX.eager(method), fn, kw, *args, **opts)
-            checked_eager = True
+        with pytest.raises(ValueError):
+            apply(JAX.module(method), fn, kw, *args, **opts)
         out = call_jitted(method, fn, opts, kw, *args)
         jax.block_until_ready(out)
         assert jitted(method, fn, tuple(sorted(opts)))[1] == [1], (fn, "retraced")
@@ -221,7 +217,7 @@ def test_shape_errors_are_raised_at_trace_time(method: str, case: str) -> None:
         mutate(values)
         kw = JAX.arrays(values)
         args = {"loss": (kw["tags"],), "partial_loss": (kw["allowed"],)}.get(fn, ())
-        function = jax.jit(lambda *a, fn=fn, opts=opts, **k: getattr(JAX.eager(method), fn)(*a, **k, **opts))
+        function = jax.jit(lambda *a, fn=fn, opts=opts, **k: getattr(JAX.module(method), fn)(*a, **k, **opts))
         with pytest.raises(ValueError, match=match):
             invoke(function, kw, *args)
 
@@ -242,6 +238,6 @@ def test_bad_static_options_are_raised_at_trace_time(
     method: str, fn: str, opts: dict[str, Any], match: str
 ) -> None:
     inst, allowed = FIRST
-    function = jax.jit(getattr(JAX.eager(method), fn), static_argnames=tuple(opts))
+    function = jax.jit(getattr(JAX.module(method), fn), static_argnames=tuple(opts))
     with pytest.raises(ValueError, match=match):
         invoke(function, inst.arrays(JAX), *extra(fn, inst, allowed, JAX), **opts)
