@@ -35,6 +35,8 @@ from implementations.interop import from_numpy, to_numpy
 from implementations.reference import brute_force, ibp, meanfield, unstructured
 from implementations.reference.common import logsumexp
 
+from .io import write_atomic
+
 COLUMNS = [
     "method",
     "function",
@@ -345,14 +347,6 @@ def markdown_report(table: pd.DataFrame) -> str:
     if len(failures):
         lines += ["## Outside tolerance", "", failures.to_markdown(index=False, floatfmt=".2e"), ""]
     return "\n".join(lines)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file, so ``path`` is complete or absent."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(text)
-    temporary.replace(path)
 
 
 def run(grid: Grid, backends: tuple[str, ...], csv_path: Path, report_path: Path) -> pd.DataFrame:

@@ -23,6 +23,87 @@ def _agree(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _config(args: argparse.Namespace):
+    from .config import load_config
+
+    return load_config(args.config, args.set)
+
+
+def _train(args: argparse.Namespace) -> int:
+    from .train import train
+
+    summary = train(
+        _config(args),
+        args.run_dir,
+        data_dir=args.data_dir,
+        stop_after=args.stop_after,
+        progress=args.progress,
+    )
+    metric = summary["selection_metric"]
+    state = "finished" if summary["finished"] else f"stopped after epoch {summary['epochs_done']}"
+    print(
+        f"{state}: best dev {metric} {summary[f'best_dev_{metric}']:.4f} at epoch {summary['best_epoch']} "
+        f"({summary['selection_decoder']}) -> {args.run_dir}"
+    )
+    return 0
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from .evaluate import EVALUATION_FILE, evaluate
+    from .metrics import PRIMARY_METRIC
+
+    table = evaluate(
+        args.run_dir,
+        decoders=args.decoders,
+        splits=args.splits,
+        data_dir=args.data_dir,
+        batch_size=args.batch_size,
+        progress=args.progress,
+    )
+    primary = table[table.metric.isin(set(PRIMARY_METRIC.values()) | {"violations"})]
+    print(primary.pivot_table(index="decoder", columns=["split", "metric"], values="value", sort=False))
+    print(f"-> {args.run_dir / EVALUATION_FILE}")
+    return 0
+
+
+def _time(args: argparse.Namespace) -> int:
+    from .timing import time_run
+
+    table = time_run(
+        _config(args),
+        args.out,
+        losses=args.losses,
+        decoders=args.decoders,
+        batches=args.batches,
+        rounds=args.rounds,
+        warmup=args.warmup,
+        data_dir=args.data_dir,
+        progress=args.progress,
+    )
+    medians = table.groupby(["kind", "name"], sort=False).seconds.median()
+    print(medians.to_string())
+    print(f"-> {args.out}")
+    return 0
+
+
+def _add_config_arguments(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--config", type=Path, help="YAML/JSON run settings (see crfbench/config.py)")
+    command.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a setting, e.g. scorer.layers=2",
+    )
+
+
+def _add_common_arguments(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--data-dir", help="corpus folder (default: the config's data_dir, then $CRFBENCH_DATA)"
+    )
+    command.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
+
+
 def parser() -> argparse.ArgumentParser:
     """The argument parser, one sub-command per job."""
     main = argparse.ArgumentParser(prog="crfbench", description=__doc__)
@@ -37,12 +118,50 @@ def parser() -> argparse.ArgumentParser:
     agree.add_argument("--csv", type=Path, default=Path("results/agreement/agreement.csv"))
     agree.add_argument("--report", type=Path, default=Path("reports/agreement.md"))
     agree.set_defaults(handler=_agree)
+
+    from .objectives import DECODERS, LOSSES
+
+    train = commands.add_parser(
+        "train", help="train a scorer with one loss; resumes from the run's checkpoint"
+    )
+    _add_config_arguments(train)
+    _add_common_arguments(train)
+    train.add_argument("--run-dir", type=Path, required=True, help="folder for config, checkpoints, model")
+    train.add_argument(
+        "--stop-after", type=int, help="stop after this many epochs in this call (resume later)"
+    )
+    train.set_defaults(handler=_train)
+
+    evaluate = commands.add_parser(
+        "evaluate", help="decode dev/test with every decoder; write evaluation.csv"
+    )
+    _add_common_arguments(evaluate)
+    evaluate.add_argument("--run-dir", type=Path, required=True, help="a folder written by `train`")
+    evaluate.add_argument("--decoders", nargs="+", choices=list(DECODERS), default=list(DECODERS))
+    evaluate.add_argument("--splits", nargs="+", choices=["dev", "test"], default=["dev", "test"])
+    evaluate.add_argument("--batch-size", type=int, help="decoding batch size (default: the run's)")
+    evaluate.set_defaults(handler=_evaluate)
+
+    timing = commands.add_parser("time", help="time training steps per loss and decoding per decoder")
+    _add_config_arguments(timing)
+    _add_common_arguments(timing)
+    timing.add_argument("--out", type=Path, required=True, help="CSV file to write")
+    timing.add_argument("--losses", nargs="+", choices=list(LOSSES), help="default: all that fit the data")
+    timing.add_argument("--decoders", nargs="+", choices=list(DECODERS), default=list(DECODERS))
+    timing.add_argument("--batches", type=int, default=5, help="batches per item and round")
+    timing.add_argument("--rounds", type=int, default=5, help="timed rounds")
+    timing.add_argument("--warmup", type=int, default=1, help="untimed rounds first")
+    timing.set_defaults(handler=_time)
     return main
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    return args.handler(args)
+    try:
+        return args.handler(args)
+    except (ValueError, FileNotFoundError) as error:
+        print(f"crfbench {args.command}: error: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

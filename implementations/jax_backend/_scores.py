@@ -94,13 +94,14 @@ def arc_weights(
     ``w[i, a, b] = transitions[i, a, b] + emissions[i+1, b]``; the first arc also gets
     ``emissions[0, a] + start[a]`` and arc ``len - 2`` gets ``end[b]``. Arcs past ``len - 2`` are 0
     (padding, never read). A length-1 sequence has no arc: its scores are
-    ``emissions[0] + start + end``.
+    ``emissions[0] + start + end`` (0 for longer sequences).
     """
     batch, length, _ = emissions.shape
     emissions, transitions = clean_padding(emissions, transitions, lengths)
     start, end = boundary(start, emissions), boundary(end, emissions)
     first_tag = emissions[:, 0] + start
-    singles = first_tag + end
+    # 0 for longer sequences: their tag scores may all be -inf, and no such row may reach a softmax
+    singles = jnp.where(lengths[:, None] == 1, first_tag + end, 0.0)
     if length == 1:
         return transitions, singles
     weights = transitions + emissions[:, 1:, None, :]

@@ -711,3 +711,43 @@ def test_mbr_equals_viterbi_with_a_planted_margin(backend: Backend, iterations: 
     np.testing.assert_array_equal(viterbi, np.where(inst.valid(), inst.gold, -1))
     mbr = npy(bcrf(backend).decode(*a, **kw, iterations=iterations))
     np.testing.assert_array_equal(mbr, viterbi)
+
+
+@pytest.mark.parametrize("gradient", ["danskin", "unrolled"])
+@pytest.mark.parametrize("fn", ["loss", "partial_loss"])
+def test_gradients_are_finite_when_no_single_tag_may_start_and_end(
+    backend: Backend, fn: str, gradient: str
+) -> None:
+    """BIES-like boundaries (only tag 0 may start, only tag 1 may end) make every length-1 tag
+    score -inf; sequences of length >= 2 must still get finite gradients (a one-hot ``allowed``,
+    the fully annotated case of the partial loss, was a NaN regression)."""
+    rng = np.random.default_rng(7)
+    lengths = np.array([2, 3, 4])
+    tags = np.array([[0, 1, -1, -1], [0, 2, 1, -1], [0, 2, 2, 1]])
+    scores = {
+        "emissions": rng.normal(size=(3, 4, 3)),
+        "transitions": rng.normal(size=(3, 3, 3, 3)),
+        "lengths": lengths,
+        "start": np.array([0.0, -np.inf, -np.inf]),
+        "end": np.array([-np.inf, 0.0, -np.inf]),
+    }
+    target = tags if fn == "loss" else np.eye(3, dtype=bool)[tags] & (tags >= 0)[..., None]
+    inputs = backend.arrays(scores, "float64")
+    target_array = backend.array(target)
+    value, grads = backend.value_and_grad(
+        lambda k: getattr(bcrf(backend), fn)(
+            k["emissions"],
+            k["transitions"],
+            k["lengths"],
+            target_array,
+            start=k["start"],
+            end=k["end"],
+            iterations=3,
+            gradient=gradient,
+        ),
+        inputs,
+        ("emissions", "transitions"),
+    )
+    assert np.isfinite(value).all()
+    for name, grad in grads.items():
+        assert np.isfinite(grad).all(), name

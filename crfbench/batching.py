@@ -1,0 +1,52 @@
+"""Mini-batches: which sentences go together, and their gold targets as padded tensors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import torch
+from torch import Tensor
+
+from .data.types import Sentence, TagSet
+
+
+def shuffled_batches(count: int, batch_size: int, generator: torch.Generator) -> list[list[int]]:
+    """A random partition of ``range(count)`` into batches (training order for one epoch)."""
+    order = torch.randperm(count, generator=generator).tolist()
+    return [order[i : i + batch_size] for i in range(0, count, batch_size)]
+
+
+def length_sorted_batches(sentences: Sequence[Sentence], batch_size: int) -> list[list[int]]:
+    """Batches of similar lengths (less padding) for evaluation; results are put back in order."""
+    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i].tokens))
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def gold_tags(sentences: Sequence[Sentence], tagset: TagSet) -> Tensor:
+    """Gold tag ids (B, N) int64, -1 on padding."""
+    width = max(len(s.tags) for s in sentences)
+    tags = torch.full((len(sentences), width), -1, dtype=torch.long)
+    for row, sentence in enumerate(sentences):
+        tags[row, : len(sentence.tags)] = torch.tensor(tagset.encode(sentence.tags))
+    return tags
+
+
+def allowed_tags(sentences: Sequence[Sentence], tagset: TagSet) -> Tensor:
+    """Partial-annotation mask (B, N, T) bool; a fully annotated sentence allows its gold tag only."""
+    width = max(len(s.tags) for s in sentences)
+    allowed = torch.zeros((len(sentences), width, len(tagset)), dtype=torch.bool)
+    for row, sentence in enumerate(sentences):
+        per_token = sentence.allowed or tuple(frozenset([tag]) for tag in sentence.tags)
+        for position, tags in enumerate(per_token):
+            allowed[row, position, tagset.encode(sorted(tags))] = True
+    return allowed
+
+
+def select(sentences: Sequence[Sentence], indices: Sequence[int]) -> list[Sentence]:
+    return [sentences[i] for i in indices]
+
+
+def chunks(sentences: Sequence[Sentence], batch_size: int) -> Iterator[list[Sentence]]:
+    """Consecutive batches in the given order."""
+    for i in range(0, len(sentences), batch_size):
+        yield list(sentences[i : i + batch_size])

@@ -1,0 +1,126 @@
+"""One run's settings: what to train on, how, and with which scorer. Every output records them.
+
+Where the paper is silent (batch size, epochs, dropout, gradient clipping, selection decoder) the
+default below is what the field commonly does, and the resolved value is written next to every
+result so that no choice is hidden.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .models import ScorerConfig
+from .objectives import DECODERS, LOSSES
+
+#: Adam learning rates of paper App. I: from scratch / fine-tuning a pretrained encoder.
+LEARNING_RATES = {"embeddings": 3e-4, "pretrained": 3e-5}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Settings of one training run (one cell of Table 1 for one seed)."""
+
+    dataset: str
+    dataset_options: dict[str, Any] = field(default_factory=dict)
+    data_dir: str | None = None  # None: the CRFBENCH_DATA environment variable
+    scorer: ScorerConfig = field(default_factory=ScorerConfig)
+    loss: str = "crf"
+    loss_iterations: int = 10  # MF / BCRF iterations inside the training loss (paper: 10)
+    epochs: int = 10
+    batch_size: int = 32
+    learning_rate: float | None = None  # None: LEARNING_RATES[scorer.encoder]
+    warmup: float = 0.1  # share of updates with a linearly rising learning rate
+    grad_clip: float | None = 5.0  # max gradient norm; None disables clipping
+    selection_decoder: str | None = None  # dev-set model selection; None: the loss's own decoder
+    seed: int = 0
+    max_train_sentences: int | None = None  # first n training sentences (smoke runs)
+    max_eval_sentences: int | None = None  # first n dev/test sentences (smoke runs)
+    device: str = "cpu"
+    threads: int | None = 1  # torch CPU threads; None leaves torch's default
+
+    def __post_init__(self) -> None:
+        if self.loss not in LOSSES:
+            raise ValueError(f"loss: {self.loss!r} is not one of {', '.join(LOSSES)}")
+        if self.loss == "unstructured" and self.scorer.transitions:
+            # Paper, Table 1: "the unstructured model does not have transition scores".
+            object.__setattr__(self, "scorer", dataclasses.replace(self.scorer, transitions=False))
+        if self.selection_decoder is not None and self.selection_decoder not in DECODERS:
+            raise ValueError(
+                f"selection_decoder: {self.selection_decoder!r} is not one of {', '.join(DECODERS)}"
+            )
+        positive = {"loss_iterations": self.loss_iterations, "epochs": self.epochs}
+        positive |= {"batch_size": self.batch_size}
+        for name, value in positive.items():
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}: must be a positive integer, got {value!r}")
+        if not 0.0 <= self.warmup < 1.0:
+            raise ValueError(f"warmup: must be in [0, 1), got {self.warmup!r}")
+        for name in ("learning_rate", "grad_clip"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{name}: must be positive or null, got {value!r}")
+        for name in ("max_train_sentences", "max_eval_sentences", "threads"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name}: must be a positive integer or null, got {value!r}")
+
+    @property
+    def resolved_learning_rate(self) -> float:
+        return self.learning_rate if self.learning_rate is not None else LEARNING_RATES[self.scorer.encoder]
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> RunConfig:
+        """Build from plain values (YAML/JSON); unknown keys raise ``ValueError`` naming them."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown run setting(s) {unknown}; valid: {sorted(known)}")
+        if "dataset" not in values:
+            raise ValueError("dataset: a run needs a dataset name")
+        values = dict(values)
+        values["scorer"] = ScorerConfig.from_dict(values.get("scorer") or {})
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        values = dataclasses.asdict(self)
+        values["scorer"] = self.scorer.to_dict()
+        return values
+
+
+def set_dotted(values: dict[str, Any], assignment: str) -> None:
+    """Apply one ``key.sub=value`` override (value parsed as YAML) to nested ``values``."""
+    key, separator, text = assignment.partition("=")
+    if not separator or not key:
+        raise ValueError(f"--set {assignment!r}: expected key=value (e.g. scorer.layers=2)")
+    *parents, leaf = key.split(".")
+    target = values
+    for parent in parents:
+        target = target.setdefault(parent, {})
+        if not isinstance(target, dict):
+            raise ValueError(f"--set {assignment!r}: {parent} is not a section")
+    target[leaf] = yaml.safe_load(text)
+
+
+def load_config(path: Path | None, overrides: list[str] = ()) -> RunConfig:
+    """Read a YAML or JSON run config (or start empty) and apply ``key=value`` overrides."""
+    values: dict[str, Any] = {}
+    if path is not None:
+        try:
+            values = yaml.safe_load(Path(path).read_text()) or {}
+        except yaml.YAMLError as error:
+            raise ValueError(f"{path}: not valid YAML/JSON: {error}") from None
+        if not isinstance(values, dict):
+            raise ValueError(f"{path}: expected a mapping of run settings at the top level")
+    for assignment in overrides:
+        set_dotted(values, assignment)
+    try:
+        return RunConfig.from_dict(values)
+    except (TypeError, ValueError) as error:
+        where = f"{path}: " if path is not None else ""
+        raise ValueError(f"{where}{error}") from None
+

@@ -1,0 +1,94 @@
+"""Decode a trained run's dev and test sets with every decoder and score them (Table 1 rows).
+
+Writes ``evaluation.csv`` into the run directory: one tidy row per (split, decoder, metric),
+each carrying how it was made (dataset, protocol, encoder, loss, decoder, iterations, seed,
+backend, device, code revision).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from . import environment
+from .config import RunConfig
+from .experiment import load_dataset, predict
+from .io import write_atomic
+from .metrics import score
+from .objectives import DECODERS, describe
+from .train import CONFIG_FILE, MODEL_FILE, load_model
+
+EVALUATION_FILE = "evaluation.csv"
+SPLITS = ("dev", "test")
+
+
+def run_description(config: RunConfig, protocol: str) -> dict[str, object]:
+    """The columns that say which run a result row comes from."""
+    return {
+        "dataset": config.dataset,
+        "protocol": protocol,
+        "encoder": config.scorer.encoder,
+        "layers": config.scorer.layers,
+        "loss": config.loss,
+        "seed": config.seed,
+        "backend": "torch",
+    }
+
+
+def evaluate(
+    run_dir: Path,
+    *,
+    decoders: Sequence[str] = tuple(DECODERS),
+    splits: Sequence[str] = SPLITS,
+    data_dir: str | Path | None = None,
+    batch_size: int | None = None,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Score the selected model of ``run_dir`` on ``splits`` with ``decoders``; write the CSV."""
+    run_dir = Path(run_dir)
+    for name in decoders:
+        if name not in DECODERS:
+            raise ValueError(f"decoders: {name!r} is not one of {', '.join(DECODERS)}")
+    for split in splits:
+        if split not in SPLITS:
+            raise ValueError(f"splits: {split!r} is not one of {', '.join(SPLITS)}")
+    if not (run_dir / MODEL_FILE).exists():
+        raise FileNotFoundError(f"{run_dir / MODEL_FILE}: no trained model; run `crfbench train` first")
+    config = RunConfig.from_dict(json.loads((run_dir / CONFIG_FILE).read_text())["config"])
+    environment.set_threads(config.threads)
+    device = torch.device(config.device)
+    dataset = load_dataset(config, data_dir)
+    scorer, saved = load_model(run_dir / MODEL_FILE, device)
+    if tuple(saved["tags"]) != dataset.tagset.tags:
+        raise ValueError(f"{run_dir / MODEL_FILE}: the model's tag set differs from {config.dataset}'s")
+    where = environment.describe(device)
+    common = run_description(config, dataset.protocol) | {
+        "epoch": saved["epoch"],
+        "device": where["device"],
+        "device_name": where["device_name"],
+        "revision": where["revision"],
+    }
+    rows = []
+    jobs = [(split, name) for split in splits for name in decoders]
+    for split, name in tqdm(jobs, desc="evaluate", disable=not progress, leave=False):
+        sentences = getattr(dataset, split)
+        decoder = DECODERS[name]
+        predicted = predict(
+            scorer, sentences, dataset.tagset, decoder, batch_size or config.batch_size, device
+        )
+        metrics = score(dataset.task, dataset.tagset, [s.tags for s in sentences], predicted)
+        for metric, value in metrics.items():
+            rows.append(
+                common
+                | {"split": split, "decoder": name, "decoder_method": describe(decoder)["method"]}
+                | {"iterations": describe(decoder)["iterations"], "sentences": len(sentences)}
+                | {"metric": metric, "value": value}
+            )
+    table = pd.DataFrame(rows)
+    write_atomic(run_dir / EVALUATION_FILE, table.to_csv(index=False))
+    return table

@@ -1,0 +1,81 @@
+"""What training, evaluation and timing share: the run's data, the scorer's output as contract
+arguments, and batched decoding."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from . import data
+from .batching import length_sorted_batches, select
+from .config import RunConfig
+from .data.types import Dataset, Sentence, TagSet
+from .models import Scorer
+from .objectives import ChainScores, Inference, chain_scores, is_partial
+
+
+def load_dataset(config: RunConfig, data_dir: str | Path | None = None) -> Dataset:
+    """The run's dataset (``data_dir`` overrides the config's), cut to the configured sizes.
+
+    A loss that needs full annotation on a partially annotated training split is refused.
+    """
+    directory = None if config.dataset == "synthetic" else data.resolve_data_dir(data_dir or config.data_dir)
+    dataset = data.load(config.dataset, directory, **config.dataset_options)
+    partial = any(sentence.allowed is not None for sentence in dataset.train)
+    if partial and not is_partial(config.loss):
+        raise ValueError(
+            f"loss: {config.loss!r} needs fully annotated training data, but {config.dataset}'s training "
+            "split is partially annotated; use crf-partial or bcrf-partial"
+        )
+    cut = lambda split, limit: split if limit is None else split[:limit]  # noqa: E731
+    return dataclasses.replace(
+        dataset,
+        train=cut(dataset.train, config.max_train_sentences),
+        dev=cut(dataset.dev, config.max_eval_sentences),
+        test=cut(dataset.test, config.max_eval_sentences),
+    )
+
+
+def describe_dataset(dataset: Dataset) -> dict[str, object]:
+    """The dataset facts recorded with every run (never any text)."""
+    return {
+        "name": dataset.name,
+        "task": dataset.task,
+        "protocol": dataset.protocol,
+        "tags": len(dataset.tagset),
+        "constrained": dataset.tagset.constrained,
+        "sentences": {"train": len(dataset.train), "dev": len(dataset.dev), "test": len(dataset.test)},
+        "options": dataset.options,
+        "sources": dataset.sources,
+    }
+
+
+def score_batch(
+    scorer: Scorer, sentences: Sequence[Sentence], tagset: TagSet, device: torch.device
+) -> ChainScores:
+    """Network forward pass for a batch, as constrained contract arguments on ``device``."""
+    features = {name: tensor.to(device) for name, tensor in scorer.featurize(sentences).items()}
+    return chain_scores(scorer(features), tagset)
+
+
+@torch.no_grad()
+def predict(
+    scorer: Scorer,
+    sentences: Sequence[Sentence],
+    tagset: TagSet,
+    decoder: Inference,
+    batch_size: int,
+    device: torch.device,
+) -> list[list[int]]:
+    """Decoded tag ids for every sentence, in the input order."""
+    scorer.eval()
+    predictions: list[list[int]] = [[] for _ in sentences]
+    for indices in length_sorted_batches(sentences, batch_size):
+        batch = select(sentences, indices)
+        tags = decoder(score_batch(scorer, batch, tagset, device)).cpu()
+        for row, index in enumerate(indices):
+            predictions[index] = tags[row, : len(batch[row].tokens)].tolist()
+    return predictions

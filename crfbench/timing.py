@@ -1,0 +1,169 @@
+"""Time training steps per loss and decoding per decoder, in one process, interleaved.
+
+What is timed follows the paper (§6.4: "all timings include the forward (and backward if
+training) pass in the neural network"):
+
+- ``train``: network forward + loss + backward (no optimiser step) on the same training batches;
+- ``decode``: network forward + decoder, without gradients, on the same dev batches.
+
+Every round runs each item once over all its batches, in a fresh random order per round, so
+slow drifts of the machine hit every item alike; the first ``warmup`` rounds are discarded.
+Scores are validated once before timing and not inside the timed loop. CPU threads are fixed by
+the config (one by default) and recorded with the device. Speed-ups (Tables 2 and 3) are ratios
+of medians from one such file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from . import environment
+from .batching import allowed_tags, gold_tags, select, shuffled_batches
+from .config import RunConfig
+from .data.types import Sentence
+from .evaluate import run_description
+from .experiment import load_dataset, score_batch
+from .io import write_atomic
+from .models import build_scorer
+from .objectives import DECODERS, LOSSES, describe, is_partial, training_loss
+
+TIMING_FILE = "timing.csv"
+
+
+def default_losses(partial: bool) -> tuple[str, ...]:
+    """Losses that apply to fully or partially annotated training data."""
+    return tuple(name for name in LOSSES if is_partial(name) == partial)
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_run(
+    config: RunConfig,
+    out_file: Path,
+    *,
+    losses: Sequence[str] | None = None,
+    decoders: Sequence[str] = tuple(DECODERS),
+    batches: int = 5,
+    rounds: int = 5,
+    warmup: int = 1,
+    data_dir: str | Path | None = None,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Measure and write one row per (item, round) to ``out_file`` (CSV); return the table."""
+    for name, value in {"batches": batches, "rounds": rounds}.items():
+        if value < 1:
+            raise ValueError(f"{name}: must be at least 1, got {value}")
+    if warmup < 0:
+        raise ValueError(f"warmup: must be at least 0, got {warmup}")
+    environment.set_threads(config.threads)
+    device = torch.device(config.device)
+    dataset = load_dataset(config, data_dir)
+    partial = any(sentence.allowed is not None for sentence in dataset.train)
+    losses = default_losses(partial) if losses is None else tuple(losses)
+    for name in losses:
+        if name not in LOSSES:
+            raise ValueError(f"losses: {name!r} is not one of {', '.join(LOSSES)}")
+    for name in decoders:
+        if name not in DECODERS:
+            raise ValueError(f"decoders: {name!r} is not one of {', '.join(DECODERS)}")
+
+    scorers = {}
+    for transitions in (True, False):  # the unstructured loss has its own network: no transition head
+        torch.manual_seed(config.seed)
+        scorer_config = dataclasses.replace(config.scorer, transitions=transitions)
+        scorers[transitions] = build_scorer(scorer_config, dataset.train, len(dataset.tagset)).to(device)
+    order = shuffled_batches(
+        len(dataset.train), config.batch_size, torch.Generator().manual_seed(config.seed)
+    )
+    train_batches = [select(dataset.train, indices) for indices in order[:batches]]
+    dev_batches = [
+        list(dataset.dev[i : i + config.batch_size])
+        for i in range(0, min(len(dataset.dev), batches * config.batch_size), config.batch_size)
+    ]
+
+    def train_step(name: str) -> Callable[[Sequence[Sentence]], None]:
+        loss_function = training_loss(name, config.loss_iterations)
+        target = allowed_tags if is_partial(name) else gold_tags
+
+        scorer = scorers[name != "unstructured"]
+
+        def step(sentences: Sequence[Sentence]) -> None:
+            scorer.train()
+            scorer.zero_grad(set_to_none=True)
+            chain = score_batch(scorer, sentences, dataset.tagset, device)
+            loss_function(
+                chain, target(sentences, dataset.tagset).to(device), validate=False
+            ).mean().backward()
+
+        return step
+
+    def decode_step(name: str) -> Callable[[Sequence[Sentence]], None]:
+        decoder, scorer = DECODERS[name], scorers[True]
+
+        @torch.no_grad()
+        def step(sentences: Sequence[Sentence]) -> None:
+            scorer.eval()
+            decoder(score_batch(scorer, sentences, dataset.tagset, device), validate=False)
+
+        return step
+
+    items = [
+        ("train", name, train_step(name), train_batches, training_loss(name, config.loss_iterations))
+        for name in losses
+    ] + [("decode", name, decode_step(name), dev_batches, DECODERS[name]) for name in decoders]
+    for kind, name, _, batch_list, inference in items:  # validate every input once, untimed
+        for sentences in batch_list[:1]:
+            chain = score_batch(scorers[name != "unstructured"], sentences, dataset.tagset, device)
+            target = (
+                ()
+                if kind == "decode"
+                else (
+                    (allowed_tags if is_partial(name) else gold_tags)(sentences, dataset.tagset).to(device),
+                )
+            )
+            inference(chain, *target, validate=True)
+
+    where = environment.describe(device)
+    common = run_description(config, dataset.protocol) | {
+        "device": where["device"],
+        "device_name": where["device_name"],
+        "threads": where["threads"],
+        "batch_size": config.batch_size,
+        "revision": where["revision"],
+    }
+    shuffle = random.Random(config.seed)
+    rows = []
+    for round_index in tqdm(range(warmup + rounds), desc="timing rounds", disable=not progress, leave=False):
+        for kind, name, step, batch_list, inference in shuffle.sample(items, len(items)):
+            _synchronize(device)
+            started = time.perf_counter()
+            for sentences in batch_list:
+                step(sentences)
+            _synchronize(device)
+            seconds = time.perf_counter() - started
+            if round_index >= warmup:
+                rows.append(
+                    common
+                    | {"kind": kind, "name": name}
+                    | {
+                        "method": describe(inference)["method"],
+                        "iterations": describe(inference)["iterations"],
+                    }
+                    | {"round": round_index - warmup, "seconds": seconds, "batches": len(batch_list)}
+                    | {"sentences": sum(len(b) for b in batch_list)}
+                    | {"tokens": sum(len(s.tokens) for b in batch_list for s in b)}
+                )
+    table = pd.DataFrame(rows)
+    write_atomic(Path(out_file), table.to_csv(index=False))
+    return table

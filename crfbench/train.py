@@ -1,0 +1,201 @@
+"""Train a scorer with one of the paper's losses; checkpoint every epoch, resume when interrupted.
+
+Adam with a linear schedule (warm-up over ``config.warmup`` of the updates, then linear decay to
+zero), the loss averaged over the sentences of a batch, dev-set model selection on the task's
+primary metric with the selection decoder. A run directory holds:
+
+- ``config.json``: resolved settings, dataset facts (protocol, sources), environment;
+- ``checkpoint.pt``: everything needed to resume after the last finished epoch;
+- ``model.pt``: the best model so far (by dev score);
+- ``train.json``: per-epoch history and the selected epoch, written when training ends.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from . import environment
+from .batching import allowed_tags, gold_tags, select, shuffled_batches
+from .config import RunConfig
+from .experiment import describe_dataset, load_dataset, predict, score_batch
+from .io import save_atomic, write_json
+from .metrics import PRIMARY_METRIC, score
+from .models import Scorer, build_scorer
+from .objectives import DECODERS, NATURAL_DECODER, is_partial, training_loss
+
+CONFIG_FILE, CHECKPOINT_FILE, MODEL_FILE, SUMMARY_FILE = (
+    "config.json",
+    "checkpoint.pt",
+    "model.pt",
+    "train.json",
+)
+
+
+def linear_schedule(optimizer: torch.optim.Optimizer, total_steps: int, warmup: float):
+    """Learning-rate factor rising linearly over the warm-up steps, then falling linearly to 0."""
+    warmup_steps = math.ceil(warmup * total_steps)
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def _record_config(run_dir: Path, config: RunConfig, header: dict[str, Any]) -> None:
+    """Write ``config.json``, or check that an existing one (a run being resumed) matches."""
+    path = run_dir / CONFIG_FILE
+    if path.exists():
+        previous = json.loads(path.read_text())["config"]
+        if previous != config.to_dict():
+            raise ValueError(f"{path}: this run directory was made with different settings; use a new one")
+        return
+    write_json(path, header)
+
+
+def save_model(path: Path, scorer: Scorer, tags: tuple[str, ...], epoch: int, dev_score: float) -> None:
+    payload = {
+        "scorer_config": scorer.config.to_dict(),
+        "vocab": scorer.vocab_state(),
+        "tags": list(tags),
+        "state_dict": scorer.state_dict(),
+        "epoch": epoch,
+        "dev_score": dev_score,
+    }
+    save_atomic(path, lambda temporary: torch.save(payload, temporary))
+
+
+def load_model(path: Path, device: torch.device) -> tuple[Scorer, dict[str, Any]]:
+    """The scorer saved by :func:`save_model` (on ``device``) and the payload's other fields."""
+    from .models import ScorerConfig
+
+    payload = torch.load(path, map_location=device, weights_only=False)
+    config = ScorerConfig.from_dict(payload["scorer_config"])
+    scorer = Scorer.from_state(config, payload["vocab"], len(payload["tags"]))
+    scorer.load_state_dict(payload["state_dict"])
+    return scorer.to(device), payload
+
+
+def train(
+    config: RunConfig,
+    run_dir: Path,
+    *,
+    data_dir: str | Path | None = None,
+    stop_after: int | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Train (or resume) the run in ``run_dir``; return the summary (also ``train.json``).
+
+    ``stop_after`` ends the call after that many epochs, as an interruption would (for tests and
+    for sharing a time budget); calling again resumes from ``checkpoint.pt``.
+    """
+    run_dir = Path(run_dir)
+    environment.set_threads(config.threads)
+    device = torch.device(config.device)
+    dataset = load_dataset(config, data_dir)
+    tagset = dataset.tagset
+    _record_config(
+        run_dir,
+        config,
+        {
+            "config": config.to_dict(),
+            "dataset": describe_dataset(dataset),
+            "environment": environment.describe(device),
+        },
+    )
+    loss_function = training_loss(config.loss, config.loss_iterations)
+    selection = config.selection_decoder or NATURAL_DECODER[config.loss]
+    metric = PRIMARY_METRIC[dataset.task]
+
+    torch.manual_seed(config.seed)
+    scorer = build_scorer(config.scorer, dataset.train, len(tagset)).to(device)
+    optimizer = torch.optim.Adam(scorer.parameters(), lr=config.resolved_learning_rate)
+    steps_per_epoch = math.ceil(len(dataset.train) / config.batch_size)
+    scheduler = linear_schedule(optimizer, config.epochs * steps_per_epoch, config.warmup)
+    shuffler = torch.Generator().manual_seed(config.seed)
+    state: dict[str, Any] = {"epoch": 0, "history": [], "best_epoch": None, "best_dev": -math.inf}
+
+    checkpoint = run_dir / CHECKPOINT_FILE
+    if checkpoint.exists():
+        saved = torch.load(checkpoint, map_location=device, weights_only=False)
+        scorer.load_state_dict(saved["scorer"])
+        optimizer.load_state_dict(saved["optimizer"])
+        scheduler.load_state_dict(saved["scheduler"])
+        shuffler.set_state(saved["shuffler"])
+        torch.set_rng_state(saved["torch_rng"])
+        state = saved["state"]
+
+    epochs_this_call = 0
+    for epoch in range(state["epoch"] + 1, config.epochs + 1):
+        if stop_after is not None and epochs_this_call >= stop_after:
+            break
+        started = time.perf_counter()
+        scorer.train()
+        total_loss = 0.0
+        batches = shuffled_batches(len(dataset.train), config.batch_size, shuffler)
+        for indices in tqdm(
+            batches, desc=f"epoch {epoch}/{config.epochs}", disable=not progress, leave=False
+        ):
+            sentences = select(dataset.train, indices)
+            chain = score_batch(scorer, sentences, tagset, device)
+            target = (allowed_tags if is_partial(config.loss) else gold_tags)(sentences, tagset)
+            loss = loss_function(chain, target.to(device)).mean()
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if config.grad_clip is not None:
+                torch.nn.utils.clip_grad_norm_(scorer.parameters(), config.grad_clip)
+            optimizer.step()
+            scheduler.step()
+            total_loss += loss.item() * len(indices)
+
+        predicted = predict(scorer, dataset.dev, tagset, DECODERS[selection], config.batch_size, device)
+        dev_score = score(dataset.task, tagset, [s.tags for s in dataset.dev], predicted)[metric]
+        state["history"].append(
+            {
+                "epoch": epoch,
+                "train_loss": total_loss / len(dataset.train),
+                f"dev_{metric}": dev_score,
+                "learning_rate": scheduler.get_last_lr()[0],
+                "seconds": time.perf_counter() - started,
+            }
+        )
+        if dev_score > state["best_dev"]:
+            state["best_epoch"], state["best_dev"] = epoch, dev_score
+            save_model(run_dir / MODEL_FILE, scorer, tagset.tags, epoch, dev_score)
+        state["epoch"] = epoch
+        epochs_this_call += 1
+        saved = {
+            "scorer": scorer.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "shuffler": shuffler.get_state(),
+            "torch_rng": torch.get_rng_state(),
+            "state": state,
+        }
+        save_atomic(checkpoint, lambda temporary, saved=saved: torch.save(saved, temporary))
+        if progress:
+            tqdm.write(
+                f"epoch {epoch}: train loss {state['history'][-1]['train_loss']:.4f}, dev {metric} "
+                f"({selection}) {dev_score:.4f}"
+            )
+
+    summary = {
+        "finished": state["epoch"] == config.epochs,
+        "epochs_done": state["epoch"],
+        "selection_decoder": selection,
+        "selection_metric": metric,
+        "best_epoch": state["best_epoch"],
+        f"best_dev_{metric}": state["best_dev"],
+        "history": state["history"],
+    }
+    if summary["finished"]:
+        write_json(run_dir / SUMMARY_FILE, summary)
+    return summary

@@ -1,0 +1,162 @@
+"""The experiment engine end to end on the synthetic HMM: train per loss, resume, evaluate, time."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from crfbench import cli, data
+from crfbench.config import RunConfig, load_config
+from crfbench.evaluate import evaluate
+from crfbench.experiment import load_dataset
+from crfbench.objectives import DECODERS, LOSSES, NATURAL_DECODER
+from crfbench.timing import time_run
+from crfbench.train import CHECKPOINT_FILE, MODEL_FILE, train
+
+SMALL_SCORER = {"dim": 32, "heads": 4, "feedforward": 64, "mlp_hidden": 32, "dropout": 0.1}
+SYNTHETIC = {"labels": 3, "scheme": "bies", "train": 240, "dev": 60, "test": 60, "max_length": 10, "seed": 1}
+
+
+def make_config(loss: str = "crf", **overrides) -> RunConfig:
+    values = {
+        "dataset": "synthetic",
+        "dataset_options": SYNTHETIC,
+        "scorer": SMALL_SCORER,
+        "loss": loss,
+        "epochs": 4,
+        "batch_size": 16,
+        "learning_rate": 1e-2,
+        "loss_iterations": 5,
+    }
+    return RunConfig.from_dict(values | overrides)
+
+
+def majority_accuracy(config: RunConfig) -> float:
+    """Accuracy of always predicting the most frequent training tag: what "chance" means here."""
+    dataset = load_dataset(config)
+    tag, _ = Counter(tag for s in dataset.train for tag in s.tags).most_common(1)[0]
+    test_tags = [t for s in dataset.test for t in s.tags]
+    return sum(t == tag for t in test_tags) / len(test_tags)
+
+
+@pytest.mark.parametrize("loss", list(LOSSES))
+def test_every_loss_learns_the_synthetic_task(loss: str, tmp_path: Path) -> None:
+    config = make_config(loss)
+    summary = train(config, tmp_path, progress=False)
+    assert summary["finished"] and summary["best_epoch"] is not None
+    table = evaluate(tmp_path, decoders=[NATURAL_DECODER[loss]], splits=["test"], progress=False)
+    accuracy = table.query("metric == 'accuracy'").value.item()
+    chance = majority_accuracy(config)
+    assert accuracy > chance + 0.3, (accuracy, chance)
+
+
+def test_resuming_after_an_interruption_equals_an_uninterrupted_run(tmp_path: Path) -> None:
+    config = make_config("bcrf", epochs=3)
+    whole = train(config, tmp_path / "whole", progress=False)
+    first = train(config, tmp_path / "resumed", stop_after=1, progress=False)
+    assert not first["finished"] and first["epochs_done"] == 1
+    assert not (tmp_path / "resumed" / "train.json").exists()  # only a finished run has a summary
+    resumed = train(config, tmp_path / "resumed", progress=False)
+    drop_time = lambda history: [{k: v for k, v in e.items() if k != "seconds"} for e in history]  # noqa: E731
+    assert drop_time(resumed["history"]) == drop_time(whole["history"])
+    left = torch.load(tmp_path / "whole" / CHECKPOINT_FILE, weights_only=False)["scorer"]
+    right = torch.load(tmp_path / "resumed" / CHECKPOINT_FILE, weights_only=False)["scorer"]
+    assert left.keys() == right.keys()
+    for name in left:
+        assert torch.equal(left[name], right[name]), name
+
+
+def test_a_run_directory_refuses_different_settings(tmp_path: Path) -> None:
+    train(make_config(epochs=1), tmp_path, progress=False)
+    with pytest.raises(ValueError, match="different settings"):
+        train(make_config(epochs=1, seed=5), tmp_path, progress=False)
+
+
+def test_evaluation_rows_are_complete_and_self_describing(tmp_path: Path) -> None:
+    train(make_config("crf", epochs=1), tmp_path, progress=False)
+    table = evaluate(tmp_path, progress=False)
+    on_disk = pd.read_csv(tmp_path / "evaluation.csv")
+    assert len(on_disk) == len(table)
+    assert set(on_disk.decoder) == set(DECODERS) and set(on_disk.split) == {"dev", "test"}
+    for column in (
+        "dataset",
+        "protocol",
+        "encoder",
+        "layers",
+        "loss",
+        "seed",
+        "iterations",
+        "device",
+        "revision",
+    ):
+        assert column in on_disk.columns
+    assert set(on_disk.metric) == {"accuracy", "precision", "recall", "f1", "violations"}  # BIES: words
+    exact = on_disk.query("decoder == 'viterbi' and metric == 'violations'").value
+    assert (exact == 0).all()  # Viterbi under -inf constraints never breaks one
+    header = json.loads((tmp_path / "config.json").read_text())
+    assert header["dataset"]["protocol"] == "standard"
+    assert header["environment"]["versions"]["torch"] == torch.__version__
+    assert header["config"] == make_config("crf", epochs=1).to_dict()
+
+
+def test_timing_measures_every_loss_and_decoder(tmp_path: Path) -> None:
+    out = tmp_path / "timing.csv"
+    table = time_run(make_config(), out, batches=1, rounds=2, warmup=1, progress=False)
+    assert out.exists()
+    full_losses = [name for name in LOSSES if "partial" not in name]
+    assert Counter(table.name) == Counter({name: 2 for name in full_losses + list(DECODERS)})
+    assert (table.seconds > 0).all()
+    assert set(table.kind) == {"train", "decode"}
+    assert (table.threads == 1).all()
+
+
+def test_a_full_annotation_loss_is_refused_on_partial_training_data(monkeypatch) -> None:
+    original = data.load
+
+    def partially_annotated(name, data_dir=None, **options):
+        dataset = original(name, data_dir, **options)
+        first = dataset.train[0]
+        partial = dataclasses.replace(first, allowed=tuple(frozenset([tag]) for tag in first.tags))
+        return dataclasses.replace(dataset, train=(partial, *dataset.train[1:]))
+
+    monkeypatch.setattr(data, "load", partially_annotated)
+    with pytest.raises(ValueError, match="crf-partial or bcrf-partial"):
+        load_dataset(make_config("crf"))
+    assert load_dataset(make_config("crf-partial")).train[0].allowed is not None
+
+
+def test_config_errors_name_the_setting(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown run setting"):
+        RunConfig.from_dict({"dataset": "synthetic", "epoch": 3})
+    with pytest.raises(ValueError, match="loss: 'nll'"):
+        make_config("nll")
+    with pytest.raises(ValueError, match="batch_size"):
+        make_config(batch_size=0)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("dataset: synthetic\nloss: [unclosed\n")
+    with pytest.raises(ValueError, match="bad.yaml"):
+        load_config(bad)
+
+
+def test_the_unstructured_loss_trains_a_scorer_without_transitions() -> None:
+    assert make_config("unstructured").scorer.transitions is False
+    assert make_config("crf").scorer.transitions is True
+
+
+def test_cli_trains_evaluates_and_reports_bad_settings(tmp_path: Path, capsys) -> None:
+    config = tmp_path / "run.yaml"
+    config.write_text(json.dumps(make_config("crf", epochs=1).to_dict()))
+    run = tmp_path / "run"
+    assert cli.main(["train", "--config", str(config), "--run-dir", str(run), "--no-progress"]) == 0
+    assert (run / MODEL_FILE).exists()
+    assert cli.main(["evaluate", "--run-dir", str(run), "--decoders", "viterbi", "--no-progress"]) == 0
+    assert "viterbi" in capsys.readouterr().out
+    code = cli.main(["train", "--config", str(config), "--set", "epochz=2", "--run-dir", str(run)])
+    assert code == 2
+    assert "unknown run setting" in capsys.readouterr().err

@@ -1,0 +1,92 @@
+"""Metrics against independent implementations (seqeval's strict IOBES matching) and closed forms."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from seqeval.metrics import f1_score, precision_score, recall_score
+from seqeval.scheme import IOBES
+
+from crfbench.data.types import TagSet
+from crfbench.metrics import score, span_scores, token_accuracy, violation_rate
+
+LABELS = ("NOUN", "VERB")
+
+
+@st.composite
+def bies_sentence(draw: st.DrawFn, length: int | None = None) -> list[str]:
+    """A valid BIES×label character tag sequence (words of 1 to 4 characters), of ``length`` if given."""
+    remaining = draw(st.integers(1, 12)) if length is None else length
+    tags: list[str] = []
+    while remaining:
+        label = draw(st.sampled_from(LABELS))
+        size = draw(st.integers(1, min(4, remaining)))
+        tags += [f"S-{label}"] if size == 1 else [f"B-{label}", *[f"I-{label}"] * (size - 2), f"E-{label}"]
+        remaining -= size
+    return tags
+
+
+@st.composite
+def gold_and_prediction(draw: st.DrawFn) -> tuple[list[list[str]], list[list[str]]]:
+    """Pairs of equally long valid BIES sequences (several sentences)."""
+    gold = draw(st.lists(bies_sentence(), min_size=1, max_size=4))
+    return gold, [draw(bies_sentence(len(tags))) for tags in gold]
+
+
+@given(gold_and_prediction())
+def test_span_scores_match_seqeval_strict_iobes_on_valid_sequences(pair) -> None:
+    """BIES tag names are IOBES names, so seqeval's strict mode is an independent oracle."""
+    gold, predicted = pair
+    ours = span_scores(gold, predicted)
+    theirs = {
+        "precision": precision_score(gold, predicted, mode="strict", scheme=IOBES),
+        "recall": recall_score(gold, predicted, mode="strict", scheme=IOBES),
+        "f1": f1_score(gold, predicted, mode="strict", scheme=IOBES),
+    }
+    assert ours == pytest.approx(theirs)
+
+
+@given(st.lists(bies_sentence(), min_size=1, max_size=4))
+def test_span_scores_are_perfect_on_gold(gold) -> None:
+    assert span_scores(gold, gold) == {"precision": 1.0, "recall": 1.0, "f1": 1.0}
+
+
+def test_a_word_with_the_right_span_but_wrong_label_is_wrong() -> None:
+    scores = span_scores([["B-NOUN", "E-NOUN", "S-VERB"]], [["B-VERB", "E-VERB", "S-VERB"]])
+    assert scores == pytest.approx({"precision": 0.5, "recall": 0.5, "f1": 0.5})
+
+
+def test_token_accuracy_counts_tokens_not_sentences() -> None:
+    assert token_accuracy([["a", "b", "c"], ["a"]], [["a", "x", "c"], ["x"]]) == pytest.approx(0.5)
+
+
+def _bio_tagset() -> TagSet:
+    tags = ("O", "B-PER", "I-PER")
+    transitions = np.ones((3, 3), bool)
+    transitions[0, 2] = False  # O -> I-PER
+    start = np.array([True, True, False])
+    return TagSet(tags, transitions, start, np.ones(3, bool))
+
+
+def test_violation_rate_flags_forbidden_start_and_transition() -> None:
+    tagset = _bio_tagset()
+    predictions = [[0, 1, 2], [2, 2], [0, 2], [1]]  # ok, bad start, bad transition, ok
+    assert violation_rate(predictions, tagset) == pytest.approx(0.5)
+
+
+def test_ner_score_uses_entity_f1_and_reports_violations() -> None:
+    tagset = _bio_tagset()
+    gold = [["B-PER", "I-PER", "O"], ["O", "B-PER"]]
+    predicted = [[1, 2, 0], [0, 2]]  # second: an I-PER after O (invalid; seqeval reads it as an entity)
+    metrics = score("ner", tagset, gold, predicted)
+    expected_f1 = f1_score(gold, [tagset.decode(ids) for ids in predicted])
+    assert metrics["f1"] == pytest.approx(expected_f1)
+    assert metrics["violations"] == pytest.approx(0.5)
+    assert metrics["accuracy"] == pytest.approx(4 / 5)
+
+
+def test_score_rejects_mismatched_counts() -> None:
+    with pytest.raises(ValueError, match="2 gold sequences but 1 predictions"):
+        score("pos", TagSet.unconstrained(["A"]), [["A"], ["A"]], [[0]])
