@@ -67,11 +67,13 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _time(args: argparse.Namespace) -> int:
-    from .timing import time_run
+    from .experiment import CONFIG_FILE, read_run_config
+    from .timing import TIMING_FILE, time_run
 
+    recorded = args.config is None and not args.set and (args.run_dir / CONFIG_FILE).exists()
     table = time_run(
-        _config(args),
-        args.out,
+        read_run_config(args.run_dir) if recorded else _config(args),
+        args.run_dir,
         losses=args.losses,
         decoders=args.decoders,
         batches=args.batches,
@@ -82,7 +84,7 @@ def _time(args: argparse.Namespace) -> int:
     )
     medians = table.groupby(["kind", "name"], sort=False).seconds.median()
     print(medians.to_string())
-    print(f"-> {args.out}")
+    print(f"-> {args.run_dir / TIMING_FILE}")
     return 0
 
 
@@ -142,10 +144,18 @@ def parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--batch-size", type=int, help="decoding batch size (default: the run's)")
     evaluate.set_defaults(handler=_evaluate)
 
-    timing = commands.add_parser("time", help="time training steps per loss and decoding per decoder")
+    timing = commands.add_parser(
+        "time",
+        help="time a train step per loss and decoding per decoder (settings: --config/--set, else the run's)",
+    )
     _add_config_arguments(timing)
     _add_common_arguments(timing)
-    timing.add_argument("--out", type=Path, required=True, help="CSV file to write")
+    timing.add_argument(
+        "--run-dir",
+        type=Path,
+        required=True,
+        help="folder for timing.csv and config.json (may be a trained run)",
+    )
     timing.add_argument("--losses", nargs="+", choices=list(LOSSES), help="default: all that fit the data")
     timing.add_argument("--decoders", nargs="+", choices=list(DECODERS), default=list(DECODERS))
     timing.add_argument("--batches", type=int, default=5, help="batches per item and round")

@@ -123,4 +123,3 @@ def load_config(path: Path | None, overrides: list[str] = ()) -> RunConfig:
     except (TypeError, ValueError) as error:
         where = f"{path}: " if path is not None else ""
         raise ValueError(f"{where}{error}") from None
-

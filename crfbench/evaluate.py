@@ -17,11 +17,11 @@ from tqdm.auto import tqdm
 
 from . import environment
 from .config import RunConfig
-from .experiment import load_dataset, predict
+from .experiment import load_dataset, predict, read_run_config
 from .io import write_atomic
 from .metrics import score
 from .objectives import DECODERS, describe
-from .train import CONFIG_FILE, MODEL_FILE, load_model
+from .train import MODEL_FILE, load_model
 
 EVALUATION_FILE = "evaluation.csv"
 SPLITS = ("dev", "test")
@@ -31,6 +31,7 @@ def run_description(config: RunConfig, protocol: str) -> dict[str, object]:
     """The columns that say which run a result row comes from."""
     return {
         "dataset": config.dataset,
+        "dataset_options": json.dumps(config.dataset_options, sort_keys=True),
         "protocol": protocol,
         "encoder": config.scorer.encoder,
         "layers": config.scorer.layers,
@@ -59,7 +60,7 @@ def evaluate(
             raise ValueError(f"splits: {split!r} is not one of {', '.join(SPLITS)}")
     if not (run_dir / MODEL_FILE).exists():
         raise FileNotFoundError(f"{run_dir / MODEL_FILE}: no trained model; run `crfbench train` first")
-    config = RunConfig.from_dict(json.loads((run_dir / CONFIG_FILE).read_text())["config"])
+    config = read_run_config(run_dir)
     environment.set_threads(config.threads)
     device = torch.device(config.device)
     dataset = load_dataset(config, data_dir)

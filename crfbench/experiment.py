@@ -4,15 +4,17 @@ arguments, and batched decoding."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
-from . import data
+from . import data, environment
 from .batching import length_sorted_batches, select
 from .config import RunConfig
 from .data.types import Dataset, Sentence, TagSet
+from .io import write_json
 from .models import Scorer
 from .objectives import ChainScores, Inference, chain_scores, is_partial
 
@@ -37,6 +39,34 @@ def load_dataset(config: RunConfig, data_dir: str | Path | None = None) -> Datas
         dev=cut(dataset.dev, config.max_eval_sentences),
         test=cut(dataset.test, config.max_eval_sentences),
     )
+
+
+CONFIG_FILE = "config.json"
+
+
+def record_run(run_dir: Path, config: RunConfig, dataset: Dataset, device: torch.device) -> None:
+    """Write ``run_dir/config.json`` (settings, dataset facts, environment), or check that an
+    existing one (a run being resumed, or timed after training) has the same settings."""
+    path = Path(run_dir) / CONFIG_FILE
+    if path.exists():
+        previous = json.loads(path.read_text())["config"]
+        if previous != config.to_dict():
+            raise ValueError(f"{path}: this run directory was made with different settings; use a new one")
+        return
+    header = {
+        "config": config.to_dict(),
+        "dataset": describe_dataset(dataset),
+        "environment": environment.describe(device),
+    }
+    write_json(path, header)
+
+
+def read_run_config(run_dir: Path) -> RunConfig:
+    """The settings recorded in ``run_dir/config.json``."""
+    path = Path(run_dir) / CONFIG_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: not a run directory (no {CONFIG_FILE})")
+    return RunConfig.from_dict(json.loads(path.read_text())["config"])
 
 
 def describe_dataset(dataset: Dataset) -> dict[str, object]:

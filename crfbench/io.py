@@ -10,6 +10,13 @@ from pathlib import Path
 from typing import Any
 
 
+def _default_mode() -> int:
+    """The permissions a newly created file gets under the current umask (mkstemp uses 0600)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def _replace_with(path: Path, write: Callable[[Path], None]) -> None:
     """Write through a temporary file in the same folder, then rename it onto ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -17,6 +24,7 @@ def _replace_with(path: Path, write: Callable[[Path], None]) -> None:
     os.close(descriptor)
     try:
         write(Path(temporary))
+        os.chmod(temporary, _default_mode())
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

@@ -30,7 +30,7 @@ from .batching import allowed_tags, gold_tags, select, shuffled_batches
 from .config import RunConfig
 from .data.types import Sentence
 from .evaluate import run_description
-from .experiment import load_dataset, score_batch
+from .experiment import load_dataset, record_run, score_batch
 from .io import write_atomic
 from .models import build_scorer
 from .objectives import DECODERS, LOSSES, describe, is_partial, training_loss
@@ -50,7 +50,7 @@ def _synchronize(device: torch.device) -> None:
 
 def time_run(
     config: RunConfig,
-    out_file: Path,
+    run_dir: Path,
     *,
     losses: Sequence[str] | None = None,
     decoders: Sequence[str] = tuple(DECODERS),
@@ -60,7 +60,10 @@ def time_run(
     data_dir: str | Path | None = None,
     progress: bool = True,
 ) -> pd.DataFrame:
-    """Measure and write one row per (item, round) to ``out_file`` (CSV); return the table."""
+    """Measure and write one row per (item, round) to ``run_dir/timing.csv``; return the table.
+
+    ``run_dir`` also gets ``config.json`` (or may be a trained run with the same settings).
+    """
     for name, value in {"batches": batches, "rounds": rounds}.items():
         if value < 1:
             raise ValueError(f"{name}: must be at least 1, got {value}")
@@ -69,6 +72,7 @@ def time_run(
     environment.set_threads(config.threads)
     device = torch.device(config.device)
     dataset = load_dataset(config, data_dir)
+    record_run(run_dir, config, dataset, device)
     partial = any(sentence.allowed is not None for sentence in dataset.train)
     losses = default_losses(partial) if losses is None else tuple(losses)
     for name in losses:
@@ -165,5 +169,5 @@ def time_run(
                     | {"tokens": sum(len(s.tokens) for b in batch_list for s in b)}
                 )
     table = pd.DataFrame(rows)
-    write_atomic(Path(out_file), table.to_csv(index=False))
+    write_atomic(Path(run_dir) / TIMING_FILE, table.to_csv(index=False))
     return table

@@ -12,7 +12,6 @@ primary metric with the selection decoder. A run directory holds:
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from pathlib import Path
@@ -24,18 +23,13 @@ from tqdm.auto import tqdm
 from . import environment
 from .batching import allowed_tags, gold_tags, select, shuffled_batches
 from .config import RunConfig
-from .experiment import describe_dataset, load_dataset, predict, score_batch
+from .experiment import load_dataset, predict, record_run, score_batch
 from .io import save_atomic, write_json
 from .metrics import PRIMARY_METRIC, score
 from .models import Scorer, build_scorer
 from .objectives import DECODERS, NATURAL_DECODER, is_partial, training_loss
 
-CONFIG_FILE, CHECKPOINT_FILE, MODEL_FILE, SUMMARY_FILE = (
-    "config.json",
-    "checkpoint.pt",
-    "model.pt",
-    "train.json",
-)
+CHECKPOINT_FILE, MODEL_FILE, SUMMARY_FILE = "checkpoint.pt", "model.pt", "train.json"
 
 
 def linear_schedule(optimizer: torch.optim.Optimizer, total_steps: int, warmup: float):
@@ -48,17 +42,6 @@ def linear_schedule(optimizer: torch.optim.Optimizer, total_steps: int, warmup: 
         return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-
-
-def _record_config(run_dir: Path, config: RunConfig, header: dict[str, Any]) -> None:
-    """Write ``config.json``, or check that an existing one (a run being resumed) matches."""
-    path = run_dir / CONFIG_FILE
-    if path.exists():
-        previous = json.loads(path.read_text())["config"]
-        if previous != config.to_dict():
-            raise ValueError(f"{path}: this run directory was made with different settings; use a new one")
-        return
-    write_json(path, header)
 
 
 def save_model(path: Path, scorer: Scorer, tags: tuple[str, ...], epoch: int, dev_score: float) -> None:
@@ -102,15 +85,7 @@ def train(
     device = torch.device(config.device)
     dataset = load_dataset(config, data_dir)
     tagset = dataset.tagset
-    _record_config(
-        run_dir,
-        config,
-        {
-            "config": config.to_dict(),
-            "dataset": describe_dataset(dataset),
-            "environment": environment.describe(device),
-        },
-    )
+    record_run(run_dir, config, dataset, device)
     loss_function = training_loss(config.loss, config.loss_iterations)
     selection = config.selection_decoder or NATURAL_DECODER[config.loss]
     metric = PRIMARY_METRIC[dataset.task]

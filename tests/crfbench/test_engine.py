@@ -106,9 +106,8 @@ def test_evaluation_rows_are_complete_and_self_describing(tmp_path: Path) -> Non
 
 
 def test_timing_measures_every_loss_and_decoder(tmp_path: Path) -> None:
-    out = tmp_path / "timing.csv"
-    table = time_run(make_config(), out, batches=1, rounds=2, warmup=1, progress=False)
-    assert out.exists()
+    table = time_run(make_config(), tmp_path, batches=1, rounds=2, warmup=1, progress=False)
+    assert (tmp_path / "timing.csv").exists() and (tmp_path / "config.json").exists()
     full_losses = [name for name in LOSSES if "partial" not in name]
     assert Counter(table.name) == Counter({name: 2 for name in full_losses + list(DECODERS)})
     assert (table.seconds > 0).all()
@@ -157,6 +156,20 @@ def test_cli_trains_evaluates_and_reports_bad_settings(tmp_path: Path, capsys) -
     assert (run / MODEL_FILE).exists()
     assert cli.main(["evaluate", "--run-dir", str(run), "--decoders", "viterbi", "--no-progress"]) == 0
     assert "viterbi" in capsys.readouterr().out
+    timing = [
+        "time",
+        "--run-dir",
+        str(run),
+        "--batches",
+        "1",
+        "--rounds",
+        "1",
+        "--warmup",
+        "0",
+        "--no-progress",
+    ]
+    assert cli.main([*timing, "--decoders", "viterbi", "--losses", "crf"]) == 0  # the run's own settings
+    assert set(pd.read_csv(run / "timing.csv").name) == {"viterbi", "crf"}
     code = cli.main(["train", "--config", str(config), "--set", "epochz=2", "--run-dir", str(run)])
     assert code == 2
     assert "unknown run setting" in capsys.readouterr().err
