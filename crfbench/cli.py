@@ -88,6 +88,41 @@ def _time(args: argparse.Namespace) -> int:
     return 0
 
 
+def _aggregate(args: argparse.Namespace) -> int:
+    from .aggregate import aggregate
+
+    table = aggregate(args.files, args.out)
+    print(f"{len(table)} rows from {len(args.files)} files -> {args.out}")
+    return 0
+
+
+def _data(args: argparse.Namespace) -> int:
+    from . import data
+    from .experiment import describe_dataset
+    from .io import write_json
+
+    directory = None if args.name == "synthetic" else data.resolve_data_dir(args.data_dir)
+    facts = describe_dataset(data.load(args.name, directory))
+    write_json(args.out, facts)
+    sizes = ", ".join(f"{split} {count}" for split, count in facts["sentences"].items())
+    print(f"{args.name}: {sizes} sentences, {facts['tags']} tags, protocol {facts['protocol']} -> {args.out}")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    import json
+
+    from .report import render_report
+
+    payload = json.loads(args.notes.read_text()) if args.notes else {}
+    notes = {key: list(value) for key, value in payload.get("notes", {}).items()}
+    if payload.get("profile"):
+        notes["all"] = [f"Pipeline profile: {payload['profile']}.", *notes.get("all", [])]
+    written = render_report(args.results, args.paper, args.out, notes)
+    print(f"{len(written)} files -> {args.out}")
+    return 0
+
+
 def _add_config_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("--config", type=Path, help="YAML/JSON run settings (see crfbench/config.py)")
     command.add_argument(
@@ -162,6 +197,26 @@ def parser() -> argparse.ArgumentParser:
     timing.add_argument("--rounds", type=int, default=5, help="timed rounds")
     timing.add_argument("--warmup", type=int, default=1, help="untimed rounds first")
     timing.set_defaults(handler=_time)
+
+    facts = commands.add_parser("data", help="check a dataset's files and write its facts (sizes, protocol)")
+    facts.add_argument("name", help="dataset name (see crfbench.data.DATASETS)")
+    facts.add_argument("--data-dir", help="corpus folder (default: $CRFBENCH_DATA)")
+    facts.add_argument("--out", type=Path, required=True, help="JSON file to write")
+    facts.set_defaults(handler=_data)
+
+    report = commands.add_parser("report", help="render the paper's tables and figures from results/")
+    report.add_argument(
+        "--results", type=Path, default=Path("results"), help="folder with metrics.csv, timing.csv"
+    )
+    report.add_argument("--paper", type=Path, required=True, help="the paper's numbers (bcrf_tables.csv)")
+    report.add_argument("--notes", type=Path, help="JSON {profile, notes: {table id: [sentences]}}")
+    report.add_argument("--out", type=Path, default=Path("reports"), help="folder to write")
+    report.set_defaults(handler=_report)
+
+    gather = commands.add_parser("aggregate", help="concatenate per-run tidy CSVs into one table")
+    gather.add_argument("files", nargs="+", type=Path, help="evaluation.csv or timing.csv files")
+    gather.add_argument("--out", type=Path, required=True, help="CSV file to write")
+    gather.set_defaults(handler=_aggregate)
     return main
 
 

@@ -8,6 +8,7 @@ result so that no choice is hidden.
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,9 @@ class RunConfig:
     dataset_options: dict[str, Any] = field(default_factory=dict)
     data_dir: str | None = None  # None: the CRFBENCH_DATA environment variable
     scorer: ScorerConfig = field(default_factory=ScorerConfig)
+    encoder_name: str | None = (
+        None  # label of the scorer settings in results; None: "L<layers>" / "pretrained"
+    )
     loss: str = "crf"
     loss_iterations: int = 10  # MF / BCRF iterations inside the training loss (paper: 10)
     epochs: int = 10
@@ -46,6 +50,9 @@ class RunConfig:
     def __post_init__(self) -> None:
         if self.loss not in LOSSES:
             raise ValueError(f"loss: {self.loss!r} is not one of {', '.join(LOSSES)}")
+        if self.encoder_name is None:
+            label = "pretrained" if self.scorer.encoder == "pretrained" else f"L{self.scorer.layers}"
+            object.__setattr__(self, "encoder_name", label)
         if self.loss == "unstructured" and self.scorer.transitions:
             # Paper, Table 1: "the unstructured model does not have transition scores".
             object.__setattr__(self, "scorer", dataclasses.replace(self.scorer, transitions=False))
@@ -110,10 +117,13 @@ def load_config(path: Path | None, overrides: list[str] = ()) -> RunConfig:
     """Read a YAML or JSON run config (or start empty) and apply ``key=value`` overrides."""
     values: dict[str, Any] = {}
     if path is not None:
-        try:
-            values = yaml.safe_load(Path(path).read_text()) or {}
-        except yaml.YAMLError as error:
-            raise ValueError(f"{path}: not valid YAML/JSON: {error}") from None
+        text = Path(path).read_text()
+        try:  # JSON by its own parser: YAML 1.1 reads a number like 5e-05 as a string
+            values = json.loads(text) if Path(path).suffix == ".json" else yaml.safe_load(text) or {}
+        except (json.JSONDecodeError, yaml.YAMLError) as error:
+            raise ValueError(
+                f"{path}: not valid {'JSON' if Path(path).suffix == '.json' else 'YAML'}: {error}"
+            ) from None
         if not isinstance(values, dict):
             raise ValueError(f"{path}: expected a mapping of run settings at the top level")
     for assignment in overrides:

@@ -33,6 +33,7 @@ def run_description(config: RunConfig, protocol: str) -> dict[str, object]:
         "dataset": config.dataset,
         "dataset_options": json.dumps(config.dataset_options, sort_keys=True),
         "protocol": protocol,
+        "encoder_name": config.encoder_name,
         "encoder": config.scorer.encoder,
         "layers": config.scorer.layers,
         "loss": config.loss,

@@ -1,0 +1,186 @@
+"""The tables' rows and column order, in the paper's layout (seeds digest §1.9), plus display labels."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+#: Our dataset names in the paper's column order, with the short labels of the table headers.
+DATASET_LABELS = {
+    "ud-pos-nl": "nl",
+    "ud-pos-en": "en",
+    "ud-pos-fr": "fr",
+    "ud-pos-de": "de",
+    "ud-seg-zh": "zh",
+    "ud-seg-ja": "ja",
+    "conll03-ner": "CoNLL-03",
+    "conll03-ner-partial": "CoNLL-03 partial",
+    "synthetic": "synthetic",
+}
+POS = ("ud-pos-nl", "ud-pos-en", "ud-pos-fr", "ud-pos-de")
+SEG = ("ud-seg-zh", "ud-seg-ja")
+NER = ("conll03-ner",)
+NER_PARTIAL = ("conll03-ner-partial",)
+SYNTHETIC = ("synthetic",)
+
+TRAIN_LABELS = {
+    "unstructured": "Unstructured",
+    "crf": "CRF",
+    "meanfield": "MF",
+    "bcrf": "BCRF",
+    "crf-partial": "CRF partial",
+    "bcrf-partial": "BCRF partial",
+}
+DECODER_LABELS = {
+    "viterbi": "Viterbi",
+    "mf-5": "MF 5",
+    "mf-10": "MF 10",
+    "bcrf-5": "BCRF 5",
+    "bcrf-10": "BCRF 10",
+    "argmax": "argmax",
+    "argmax-repair": "argmax + repair",
+}
+DECODER_ITERATIONS = {"mf-5": 5, "mf-10": 10, "bcrf-5": 5, "bcrf-10": 10}
+
+#: Training iterations of the MF / BCRF losses that Table 2 compares (paper §6.4).
+TRAIN_ITERATIONS = 10
+#: The forward-algorithm loss each Table 2 loss is compared with (the partial data has no plain CRF).
+TRAIN_BASELINES = {"meanfield": "crf", "bcrf": "crf", "bcrf-partial": "crf-partial"}
+#: Table 3 compares these decoders with Viterbi.
+DECODE_BASELINE = "viterbi"
+DECODE_COMPARED = ("mf-5", "mf-10", "bcrf-5", "bcrf-10", "argmax")
+
+Kind = Literal["score", "violations", "train", "decode"]
+
+
+@dataclass(frozen=True)
+class RowSpec:
+    """One table row: what was trained and how it was decoded (empty string: not applicable)."""
+
+    label: str
+    train: str
+    decoder: str
+    iterations: int | None
+    in_paper: bool = True
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One table: which statistic fills it, which datasets are its columns, which paper cells go beside."""
+
+    id: str
+    stem: str
+    title: str
+    kind: Kind
+    datasets: tuple[str, ...]
+    rows: tuple[RowSpec, ...]
+    paper_group: str | None
+    decimals: int
+    drop_empty_rows: bool = False  # ours-only tables list only the (train, decoder) pairs that were run
+
+
+def _decode_row(train: str, decoder: str, in_paper: bool = True) -> RowSpec:
+    label = f"{TRAIN_LABELS[train]} → {DECODER_LABELS[decoder]}"
+    if (train, decoder) == ("unstructured", "argmax"):
+        label = TRAIN_LABELS[train]  # the paper's label
+    return RowSpec(label, train, decoder, DECODER_ITERATIONS.get(decoder), in_paper)
+
+
+_ALL_DECODERS = ("viterbi", "mf-5", "mf-10", "bcrf-5", "bcrf-10")
+_SUPERVISED_ROWS = (
+    _decode_row("unstructured", "argmax"),
+    _decode_row("unstructured", "argmax-repair", in_paper=False),
+    *(_decode_row("crf", decoder) for decoder in _ALL_DECODERS),
+    *(_decode_row("meanfield", decoder) for decoder in ("viterbi", "mf-5", "mf-10")),
+    *(_decode_row("bcrf", decoder) for decoder in ("viterbi", "bcrf-5", "bcrf-10")),
+)
+_PARTIAL_ROWS = tuple(
+    _decode_row(train, decoder) for train in ("crf-partial", "bcrf-partial") for decoder in _ALL_DECODERS
+)
+_TRAIN_ROWS = tuple(
+    RowSpec(f"{TRAIN_LABELS[loss]} ({TRAIN_ITERATIONS} it.)", loss, "", TRAIN_ITERATIONS)
+    for loss in TRAIN_BASELINES
+)
+_DECODE_ROWS = tuple(
+    RowSpec(DECODER_LABELS[name], "", name, DECODER_ITERATIONS.get(name), in_paper=name != "argmax")
+    for name in DECODE_COMPARED
+)
+_CONSTRAINED = SEG + NER + NER_PARTIAL + SYNTHETIC
+
+TABLES = (
+    TableSpec("1a", "table1a", "POS tagging accuracy (%)", "score", POS, _SUPERVISED_ROWS, "1a", 1),
+    TableSpec("1b", "table1b", "NER F1 (%), supervised", "score", NER, _SUPERVISED_ROWS, "1b", 1),
+    TableSpec(
+        "1c",
+        "table1c",
+        "Joint segmentation and POS tagging F1 (%)",
+        "score",
+        SEG,
+        _SUPERVISED_ROWS,
+        "1c",
+        1,
+    ),
+    TableSpec("1d", "table1d", "NER F1 (%), partial labels", "score", NER_PARTIAL, _PARTIAL_ROWS, "1d", 1),
+    TableSpec(
+        "1s",
+        "table1s",
+        "Synthetic HMM task score (%), not in the paper",
+        "score",
+        SYNTHETIC,
+        _SUPERVISED_ROWS,
+        None,
+        1,
+    ),
+    TableSpec(
+        "2",
+        "table2",
+        f"Training speed-up over the forward-algorithm loss ({TRAIN_ITERATIONS} iterations)",
+        "train",
+        tuple(DATASET_LABELS),
+        _TRAIN_ROWS,
+        "2",
+        2,
+    ),
+    TableSpec(
+        "3",
+        "table3",
+        "Decoding speed-up over Viterbi",
+        "decode",
+        tuple(DATASET_LABELS),
+        _DECODE_ROWS,
+        "3",
+        2,
+    ),
+    TableSpec(
+        "V",
+        "violations",
+        "Outputs that violate the tag constraints (% of test sentences), ours only",
+        "violations",
+        _CONSTRAINED,
+        tuple(
+            _decode_row(train, decoder, in_paper=False)
+            for train in TRAIN_LABELS
+            for decoder in DECODER_LABELS
+        ),
+        None,
+        1,
+        drop_empty_rows=True,
+    ),
+)
+
+
+def applies(row: RowSpec, dataset: str) -> bool:
+    """Whether a row can have a value for ``dataset``: partial-label losses need partial labels and the
+    plain supervised losses need full labels (Table 2 and V mix both kinds of dataset)."""
+    return row.train == "" or row.train.endswith("-partial") == (dataset in NER_PARTIAL)
+
+
+def natural_key(text: str) -> tuple[object, ...]:
+    """Sort key that orders embedded numbers by value ("L2" before "L10")."""
+    return tuple(int(part) if part.isdigit() else part.lower() for part in re.split(r"(\d+)", text))
+
+
+def encoder_key(name: str) -> tuple[object, ...]:
+    """Column order of encoders: the paper's self-attentive depths (L0, L2, L4 …) first, then names."""
+    return (re.fullmatch(r"L\d+", name) is None, *natural_key(name))

@@ -1,0 +1,148 @@
+"""The report's front pages: ``index.html`` (every table and figure, self-contained) and ``README.md``."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from .figures import caption
+from .render import GENERATED, html_fragment
+from .tables import Table
+
+TITLE = "crfbench: Bregman Conditional Random Fields (Corro et al. 2025), reproduced"
+FORMATS = ("md", "tex", "csv")
+_STYLE = """
+body { font-family: sans-serif; margin: 2em; max-width: 110em; }
+table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: center; }
+tbody th { text-align: left; white-space: nowrap; }
+tr.block > * { border-top: 2px solid #555; }
+.paper { color: #666; font-size: 0.85em; }
+.missing { color: #999; }
+td.na { background: #f4f4f4; }
+.notes, .files { font-size: 0.85em; color: #333; }
+img { max-width: 100%; border: 1px solid #eee; }
+"""
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything the front pages show; paths are relative to the report folder."""
+
+    tables: tuple[Table, ...]
+    figures: tuple[Path, ...]
+    notes: Mapping[str, Sequence[str]]
+    missing: tuple[str, ...]
+    sources: pd.DataFrame
+    protocols: pd.DataFrame
+
+
+def table_file(table: Table, extension: str) -> Path:
+    return Path("tables") / f"{table.spec.stem}.{extension}"
+
+
+def _html_frame(frame: pd.DataFrame) -> str:
+    head = "".join(f"<th>{html.escape(str(name))}</th>" for name in frame.columns)
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(value))}</td>" for value in row) + "</tr>"
+        for row in frame.itertuples(index=False)
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+
+
+def _html_list(items: Sequence[str], empty: str) -> str:
+    return "<ul>" + "".join(f"<li>{html.escape(item)}</li>" for item in items or [empty]) + "</ul>"
+
+
+def index_html(report: Report) -> str:
+    """A static page with no external assets: contents, notes, missing results, tables, figures, sources."""
+    contents = [
+        f'<li><a href="#table-{t.spec.id}">{html.escape(f"Table {t.spec.id}: {t.spec.title}")}</a></li>'
+        for t in report.tables
+    ] + ['<li><a href="#figures">Figures</a></li>', '<li><a href="#sources">Sources and protocols</a></li>']
+    tables = [
+        html_fragment(
+            table,
+            report.notes.get(table.spec.id, ()),
+            lambda extension, table=table: table_file(table, extension).as_posix(),
+        )
+        for table in report.tables
+    ]
+    figures = [
+        f'<figure><img src="{html.escape(path.as_posix())}" alt="{html.escape(caption(path))}">'
+        f"<figcaption>{html.escape(caption(path))}</figcaption></figure>"
+        for path in report.figures
+    ]
+    body = [
+        f"<h1>{html.escape(TITLE)}</h1>",
+        f"<p>{html.escape(GENERATED)} Every number of ours comes from <code>results/</code>; the paper's "
+        "values are labelled as the paper's.</p>",
+        "<h2>Contents</h2>",
+        "<ul>" + "".join(contents) + "</ul>",
+        "<h2>Differences from the paper's protocol (all tables)</h2>",
+        _html_list(report.notes.get("all", ()), "None recorded."),
+        "<h2>What is missing or left out</h2>",
+        _html_list(report.missing, "Nothing: every table cell has a result of ours."),
+        *tables,
+        '<section id="figures"><h2>Figures</h2>',
+        *(figures or ["<p>No figure: no result to draw.</p>"]),
+        "</section>",
+        '<section id="sources"><h2>Sources: devices, backends and code revisions</h2>',
+        _html_frame(report.sources),
+        "<h2>Dataset protocols</h2>",
+        _html_frame(report.protocols),
+        "</section>",
+    ]
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            f"<title>{html.escape(TITLE)}</title>",
+            f"<style>{_STYLE}</style>",
+            "</head><body>",
+            *body,
+            "</body></html>",
+            "",
+        ]
+    )
+
+
+def _markdown_frame(frame: pd.DataFrame) -> list[str]:
+    def line(values: Sequence[object]) -> str:
+        return "| " + " | ".join(str(value).replace("|", "\\|") for value in values) + " |"
+
+    return [
+        line(frame.columns),
+        line(["---"] * len(frame.columns)),
+        *(line(row) for row in frame.itertuples(index=False)),
+    ]
+
+
+def readme(report: Report) -> str:
+    """A Markdown entry point: links to every table form and figure, notes, what is missing, sources."""
+    lines = [
+        f"# {TITLE}",
+        "",
+        f"_{GENERATED}_ Open `index.html` for everything on one page.",
+        "",
+        "## Tables",
+        "",
+    ]
+    for table in report.tables:
+        links = " · ".join(f"[{ext}]({table_file(table, ext).as_posix()})" for ext in FORMATS)
+        lines.append(f"- Table {table.spec.id}: {table.spec.title} — {links}")
+    lines += ["", "## Figures", ""]
+    lines += [f"- [{path.name}]({path.as_posix()}): {caption(path)}" for path in report.figures] or [
+        "- None."
+    ]
+    lines += ["", "## Differences from the paper's protocol (all tables)", ""]
+    lines += [f"- {note}" for note in report.notes.get("all", ())] or ["- None recorded."]
+    lines += ["", "## What is missing or left out", ""]
+    lines += [f"- {item}" for item in report.missing] or ["- Nothing."]
+    lines += ["", "## Sources", "", *_markdown_frame(report.sources), "", "## Dataset protocols", ""]
+    lines += [*_markdown_frame(report.protocols), ""]
+    return "\n".join(lines)

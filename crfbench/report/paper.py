@@ -1,0 +1,102 @@
+"""The paper's reported numbers (``bcrf_tables.csv``), keyed by our dataset and decoder names."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from .layout import TRAIN_LABELS
+
+PAPER_DATASETS = {
+    "UD_Dutch-LassySmall": "ud-pos-nl",
+    "UD_English-EWT": "ud-pos-en",
+    "UD_French-GSD": "ud-pos-fr",
+    "UD_German-GSD": "ud-pos-de",
+    "UD_Chinese-GSD": "ud-seg-zh",
+    "UD_Japanese-GSD": "ud-seg-ja",
+    "conll2003": "conll03-ner",
+    "conll2003-partial": "conll03-ner-partial",
+}
+#: (paper decoder, iterations) → our decoder name; argmax-repair is ours only.
+PAPER_DECODERS = {
+    ("viterbi", ""): "viterbi",
+    ("meanfield", "5"): "mf-5",
+    ("meanfield", "10"): "mf-10",
+    ("bcrf", "5"): "bcrf-5",
+    ("bcrf", "10"): "bcrf-10",
+    ("argmax", ""): "argmax",
+    ("", ""): "",
+    ("", "10"): "",  # Table 2 rows: a training loss at 10 iterations, no decoder
+}
+STATUSES = ("ok", "rejoined", "uncertain", "lost", "text-only")
+
+Key = tuple[str, str, str, str, str]  # (table group, dataset, encoder, train, decoder)
+
+
+@dataclass(frozen=True)
+class PaperValue:
+    """One cell of the paper: ``value`` is None exactly when ``status`` is "lost"."""
+
+    value: float | None
+    status: str
+
+
+@dataclass(frozen=True)
+class Paper:
+    """The paper's table cells and its prose-only claims, per table group ("1a" … "1d", "2", "3")."""
+
+    cells: Mapping[Key, PaperValue] = field(default_factory=dict)
+    text_only: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def get(self, group: str, dataset: str, encoder: str, train: str, decoder: str) -> PaperValue | None:
+        return self.cells.get((group, dataset, encoder, train, decoder))
+
+    def encoders(self, group: str, dataset: str) -> set[str]:
+        """Encoders the paper reports for ``dataset`` in table group ``group``."""
+        return {key[2] for key in self.cells if key[:2] == (group, dataset)}
+
+
+def group_of(table: str) -> str:
+    """Our table for a paper sub-table: 1a–1d stay apart, 2a–2c are Table 2, 3a–3c Table 3."""
+    return table if table.startswith("1") else table[0]
+
+
+_CLAIMS = {"train_speedup": "training speed-up over CRF", "decode_speedup": "decoding speed-up over Viterbi"}
+
+
+def _text_only_sentence(row: pd.Series) -> str:
+    what = TRAIN_LABELS.get(row["train"]) or row["decoder"]
+    claim = _CLAIMS.get(row["metric"], row["metric"])
+    return (
+        f"The paper's text (not a table cell) states a {what} {claim} of up to ×{float(row['value']):g} "
+        f"for {row['dataset']}, {row['encoder']}."
+    )
+
+
+def load_paper(path: Path) -> Paper:
+    """Read the paper CSV; errors name the row whose dataset, decoder or status is not understood."""
+    table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    cells: dict[Key, PaperValue] = {}
+    text_only: dict[str, list[str]] = {}
+    for index, row in table.iterrows():
+        where = f"{path}: row {int(index) + 2}"
+        status, group = row["status"], group_of(row["table"])
+        if status not in STATUSES:
+            raise ValueError(f"{where}: status {status!r} is not one of {', '.join(STATUSES)}")
+        if status == "text-only":
+            text_only.setdefault(group, []).append(_text_only_sentence(row))
+            continue
+        if (status == "lost") != (row["value"] == ""):
+            raise ValueError(f"{where}: a value must be given unless the status is 'lost'")
+        dataset = PAPER_DATASETS.get(row["dataset"])
+        decoder = PAPER_DECODERS.get((row["decoder"], row["iterations"]))
+        if dataset is None or decoder is None:
+            raise ValueError(f"{where}: unknown dataset {row['dataset']!r} or decoder {row['decoder']!r}")
+        key = (group, dataset, row["encoder"], row["train"], decoder)
+        if key in cells:
+            raise ValueError(f"{where}: duplicate cell {key}")
+        cells[key] = PaperValue(None if status == "lost" else float(row["value"]), status)
+    return Paper(cells, {group: tuple(sentences) for group, sentences in text_only.items()})

@@ -1,0 +1,178 @@
+"""Tables as cells: our statistic and the paper's value for each (row, column) of a ``TableSpec``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pandas as pd
+
+from .layout import DATASET_LABELS, TRAIN_ITERATIONS, RowSpec, TableSpec, applies, encoder_key, natural_key
+from .paper import Paper, PaperValue
+
+_EXPLANATIONS = {
+    "score": (
+        "Ours: mean ± sample standard deviation (n − 1) over seeds of the test-set score in %, the std "
+        "omitted for a single seed; beside it the paper's value (a mean of 5 runs) and the difference "
+        "ours − paper."
+    ),
+    "violations": (
+        "Share of test sentences whose output breaks a start, transition or end constraint of the tag set, "
+        "in %: mean ± sample standard deviation over seeds."
+    ),
+    "train": (
+        "Speed-up = median seconds over timing rounds of the forward-algorithm loss (CRF; partial CRF for "
+        f"the partial-label loss) / median seconds of the loss at {TRAIN_ITERATIONS} iterations, both "
+        "measured in one timing run with the network's forward and backward passes; mean ± sample standard "
+        "deviation over seeds, then the paper's value and the difference ours − paper."
+    ),
+    "decode": (
+        "Speed-up = median seconds over timing rounds of Viterbi decoding / median seconds of the decoder, "
+        "both measured in one timing run with the network's forward pass; mean ± sample standard deviation "
+        "over seeds, then the paper's value and the difference ours − paper."
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Stat:
+    """Our value of one cell: mean, sample std (None for one seed) and number of seeds."""
+
+    mean: float
+    std: float | None
+    n: int
+
+
+@dataclass(frozen=True)
+class Column:
+    """A dataset × encoder column; ``device`` is set only when timings come from several devices."""
+
+    dataset: str
+    encoder: str
+    device: str = ""
+
+    @property
+    def encoder_label(self) -> str:
+        return f"{self.encoder} [{self.device}]" if self.device else self.encoder
+
+    @property
+    def label(self) -> str:
+        return f"{DATASET_LABELS[self.dataset]} {self.encoder_label}"
+
+
+@dataclass(frozen=True)
+class Cell:
+    ours: Stat | None
+    paper: PaperValue | None
+    applicable: bool = True
+
+    @property
+    def difference(self) -> float | None:
+        """Ours − paper, when both exist."""
+        if self.ours is None or self.paper is None or self.paper.value is None:
+            return None
+        return self.ours.mean - self.paper.value
+
+
+@dataclass(frozen=True)
+class Table:
+    spec: TableSpec
+    rows: tuple[RowSpec, ...]
+    columns: tuple[Column, ...]
+    cells: Mapping[tuple[int, int], Cell]  # (row index, column index)
+    notes: tuple[str, ...]  # how the cells are made, then the paper's prose-only claims
+
+    def cell(self, row: int, column: int) -> Cell:
+        return self.cells[row, column]
+
+    @property
+    def has_ours(self) -> bool:
+        return any(cell.ours is not None for cell in self.cells.values())
+
+    @property
+    def has_columns(self) -> bool:
+        return bool(self.columns)
+
+
+def _stats_by_key(stats: pd.DataFrame) -> dict[tuple[str, str, str, str, str], Stat]:
+    return {
+        (row.dataset, row.encoder, row.device, row.train, row.decoder): Stat(
+            float(row.mean), None if pd.isna(row.std) else float(row.std), int(row.n)
+        )
+        for row in stats.itertuples(index=False)
+    }
+
+
+def _columns(
+    spec: TableSpec, ours: Mapping[tuple[str, str, str, str, str], Stat], paper: Paper
+) -> tuple[Column, ...]:
+    """Our columns and the paper's (dataset, encoder) pairs we lack, encoder-major as in the paper."""
+    row_keys = {(row.train, row.decoder) for row in spec.rows}
+    found = {key[:3] for key in ours if key[0] in spec.datasets and key[3:] in row_keys}
+    covered = {key[:2] for key in found}
+    if spec.paper_group is not None:
+        for dataset in spec.datasets:
+            found |= {
+                (dataset, encoder, "")
+                for encoder in paper.encoders(spec.paper_group, dataset)
+                if (dataset, encoder) not in covered
+            }
+    encoders = sorted({key[1] for key in found}, key=encoder_key)
+    devices = sorted({key[2] for key in found}, key=natural_key)
+    return tuple(
+        Column(dataset, encoder, device)
+        for encoder in encoders
+        for dataset in spec.datasets
+        for device in devices
+        if (dataset, encoder, device) in found
+    )
+
+
+def build_table(spec: TableSpec, stats: pd.DataFrame, paper: Paper) -> Table:
+    """Fill ``spec`` from our statistics (``aggregate.STAT_KEYS`` + mean, std, n) and the paper."""
+    ours = _stats_by_key(stats)
+    columns = _columns(spec, ours, paper)
+
+    def cell(row: RowSpec, column: Column) -> Cell:
+        stat = ours.get((column.dataset, column.encoder, column.device, row.train, row.decoder))
+        group = spec.paper_group
+        value = (
+            None
+            if group is None
+            else paper.get(group, column.dataset, column.encoder, row.train, row.decoder)
+        )
+        return Cell(stat, value, applies(row, column.dataset))
+
+    rows = tuple(
+        row
+        for row in spec.rows
+        if not spec.drop_empty_rows or any(cell(row, column).ours is not None for column in columns)
+    )
+    cells = {(i, j): cell(row, column) for i, row in enumerate(rows) for j, column in enumerate(columns)}
+    prose = paper.text_only.get(spec.paper_group or "", ())
+    return Table(spec, rows, columns, cells, (_EXPLANATIONS[spec.kind], *prose))
+
+
+def missing(table: Table) -> list[str]:
+    """Sentences naming the applicable cells of ``table`` that have no result of ours (for tables that
+    list only the pairs that were run, just whether there is any result)."""
+    name = f"Table {table.spec.id}"
+    if not table.has_ours:
+        return [f"{name} ({table.spec.title}): no results of ours."]
+    if table.spec.drop_empty_rows:
+        return []
+    empty, lines = [], []
+    for j, column in enumerate(table.columns):
+        absent = [
+            row.label
+            for i, row in enumerate(table.rows)
+            if table.cell(i, j).applicable and table.cell(i, j).ours is None
+        ]
+        applicable = sum(table.cell(i, j).applicable for i in range(len(table.rows)))
+        if absent and len(absent) == applicable:
+            empty.append(column.label)
+        elif absent:
+            lines.append(f"{name}, {column.label}: no results for {', '.join(absent)}.")
+    if empty:
+        lines.insert(0, f"{name}: no results for {', '.join(empty)}.")
+    return lines

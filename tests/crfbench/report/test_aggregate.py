@@ -1,0 +1,60 @@
+"""Statistics over seeds and speed-ups, on tiny hand-made tables."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from crfbench.report.aggregate import STAT_DTYPES, decode_speedups, over_seeds, score_stats, train_speedups
+
+from .fixtures import RUN, timing_rows
+
+
+def _values(*pairs: tuple[str, float]) -> pd.DataFrame:
+    keys = {"dataset": "ud-pos-en", "encoder": "L0", "device": "", "train": "crf", "decoder": "viterbi"}
+    return pd.DataFrame([keys | {"seed": seed, "value": value} for seed, value in pairs])
+
+
+def test_each_seed_counts_once():
+    stats = over_seeds(_values(("0", 1.0), ("0", 3.0), ("1", 4.0)))  # seed 0 re-run: its mean is 2.0
+    row = stats.iloc[0]
+    assert (row["mean"], row["n"]) == (3.0, 2)
+    assert row["std"] == pytest.approx(math.sqrt(2))
+
+
+def test_one_seed_has_no_std():
+    assert math.isnan(over_seeds(_values(("0", 1.0)))["std"].iloc[0])
+
+
+def test_empty_inputs_give_empty_statistics():
+    empty = pd.DataFrame(columns=["kind", "name", "iterations", "seconds", "dataset", "encoder_name", "seed"])
+    empty = empty.assign(device="", device_name="")
+    for stats in (train_speedups(empty), decode_speedups(empty), over_seeds(pd.DataFrame())):
+        assert stats.empty and list(stats.columns) == list(STAT_DTYPES)
+
+
+def test_scores_use_the_test_split_and_the_table_metric():
+    rows = [
+        RUN
+        | {"dataset": "ud-seg-zh", "encoder_name": "L0", "loss": "crf", "seed": "0", "decoder": "viterbi"}
+        | {"split": split, "metric": metric, "value": value}
+        for split, metric, value in [("test", "f1", 0.8), ("test", "accuracy", 0.9), ("dev", "f1", 0.1)]
+    ]
+    stats = score_stats(pd.DataFrame(rows))
+    assert stats["mean"].tolist() == [pytest.approx(80.0)]
+
+
+def test_speedups_pair_timings_within_one_run():
+    timing = pd.DataFrame(timing_rows("A") + timing_rows("B", dataset="ud-pos-nl"))
+    timing["seed"] = timing["seed"].astype(str)
+    timing["iterations"] = pd.to_numeric(timing["iterations"])
+    for column in ("device", "device_name", "dataset", "encoder_name"):
+        timing[column] = timing[column].astype(str)
+    stats = train_speedups(timing).set_index(["dataset", "device", "train"])
+    assert stats.loc[("ud-pos-en", "A", "bcrf"), "mean"] == pytest.approx(2.5)
+    assert stats.loc[("ud-pos-nl", "B", "bcrf"), "n"] == 2
+    assert "meanfield" not in stats.index.get_level_values("train")  # timed at 5 iterations only
+    decode = decode_speedups(timing)
+    assert decode["decoder"].unique().tolist() == ["mf-5"] and (decode["mean"] == 2.0).all()

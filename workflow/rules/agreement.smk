@@ -1,0 +1,15 @@
+# Numerical agreement of every method across backends and with the NumPy oracles.
+
+
+rule agreement:
+    output:
+        csv=f"{RESULTS}/agreement/agreement.csv",
+        report=f"{REPORTS}/agreement.md",
+    params:
+        cli=CRFBENCH,
+        grid="--quick" if config["agreement"]["grid"] == "quick" else "",
+        backends=" ".join(config["agreement"]["backends"]),
+    log:
+        f"{RESULTS}/logs/agreement.log",
+    shell:
+        "{params.cli} agree {params.grid} --backends {params.backends} --csv {output.csv} --report {output.report} > {log} 2>&1"

@@ -1,0 +1,14 @@
+# Prepare data: check every corpus file against the checksum manifest (download a missing UD file
+# where a network exists) and record the dataset's facts: sizes, protocol, file checksums.
+
+
+rule prepare_data:
+    output:
+        f"{RESULTS}/data/{{dataset}}.json",
+    params:
+        cli=CRFBENCH,
+        data_dir=data_dir(),
+    log:
+        f"{RESULTS}/logs/data/{{dataset}}.log",
+    shell:
+        "CRFBENCH_DATA={params.data_dir:q} {params.cli} data {wildcards.dataset} --out {output} > {log} 2>&1"

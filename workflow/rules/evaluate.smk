@@ -1,0 +1,21 @@
+# Decode the selected model's dev and test sets with every decoder of the config.
+
+
+rule evaluate:
+    input:
+        f"{RUN_DIR}/train.json",
+    output:
+        f"{RUN_DIR}/evaluation.csv",
+    params:
+        cli=CRFBENCH,
+        run_dir=lambda w, output: os.path.dirname(output[0]),
+        data_dir=data_dir(),
+        decoders=" ".join(config["decoders"]),
+    log:
+        f"{RESULTS}/logs/evaluate/{{dataset}}/{{encoder}}/{{loss}}/{{seed}}.log",
+    threads: config["threads"]
+    resources:
+        gpu=config["gpus_per_job"],
+    shell:
+        "CRFBENCH_DATA={params.data_dir:q} {params.cli} evaluate --run-dir {params.run_dir} "
+        "--decoders {params.decoders} --no-progress > {log} 2>&1"

@@ -1,0 +1,58 @@
+# Gather the per-run tables into results/, then regenerate reports/ from results/ alone.
+
+rule aggregate_metrics:
+    input:
+        [os.path.join(RUN_DIR.format(dataset=d, encoder=e, loss=l, seed=s), "evaluation.csv") for _, d, e, l, s in runs()],
+    output:
+        f"{RESULTS}/metrics.csv",
+    params:
+        cli=CRFBENCH,
+    log:
+        f"{RESULTS}/logs/aggregate_metrics.log",
+    shell:
+        "{params.cli} aggregate {input} --out {output} > {log} 2>&1"
+
+
+rule aggregate_timing:
+    input:
+        [os.path.join(TIMING_DIR.format(dataset=d, encoder=e), "timing.csv") for _, d, e in timed()],
+    output:
+        f"{RESULTS}/timing.csv",
+    params:
+        cli=CRFBENCH,
+    log:
+        f"{RESULTS}/logs/aggregate_timing.log",
+    shell:
+        "{params.cli} aggregate {input} --out {output} > {log} 2>&1"
+
+
+rule report_notes:
+    output:
+        f"{RESULTS}/report-notes.json",
+    params:
+        notes={"profile": config.get("profile", ""), "notes": config["notes"]},
+    log:
+        f"{RESULTS}/logs/report_notes.log",
+    run:
+        write_json(output[0], params.notes)
+
+
+rule report:
+    input:
+        metrics=f"{RESULTS}/metrics.csv",
+        timing=f"{RESULTS}/timing.csv",
+        agreement=f"{RESULTS}/agreement/agreement.csv",
+        notes=f"{RESULTS}/report-notes.json",
+    output:
+        f"{REPORTS}/index.html",
+        f"{REPORTS}/README.md",
+    params:
+        cli=CRFBENCH,
+        paper=lambda w: os.path.join(data_dir(), "paper", "bcrf_tables.csv"),
+        results=lambda w, input: os.path.dirname(input.metrics),
+        reports=lambda w, output: os.path.dirname(output[0]),
+    log:
+        f"{RESULTS}/logs/report.log",
+    shell:
+        "{params.cli} report --results {params.results} --paper {params.paper:q} --notes {input.notes} "
+        "--out {params.reports} > {log} 2>&1"

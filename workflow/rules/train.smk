@@ -1,0 +1,33 @@
+# Train one (dataset, encoder, loss, seed). The engine checkpoints every epoch in the run folder,
+# so a rerun after an interruption resumes; train.json appears only when training finished.
+
+
+rule run_settings:
+    output:
+        f"{RUN_DIR}/settings.json",
+    params:
+        settings=lambda w: run_settings(w.dataset, w.encoder, w.loss, w.seed),
+    log:
+        f"{RESULTS}/logs/settings/{{dataset}}/{{encoder}}/{{loss}}/{{seed}}.log",
+    run:
+        write_json(output[0], params.settings)
+
+
+rule train:
+    input:
+        settings=f"{RUN_DIR}/settings.json",
+        data=f"{RESULTS}/data/{{dataset}}.json",
+    output:
+        f"{RUN_DIR}/train.json",
+    params:
+        cli=CRFBENCH,
+        run_dir=lambda w, output: os.path.dirname(output[0]),
+        data_dir=data_dir(),
+    log:
+        f"{RESULTS}/logs/train/{{dataset}}/{{encoder}}/{{loss}}/{{seed}}.log",
+    threads: config["threads"]
+    resources:
+        gpu=config["gpus_per_job"],
+    shell:
+        "CRFBENCH_DATA={params.data_dir:q} {params.cli} train --config {input.settings} "
+        "--run-dir {params.run_dir} --no-progress > {log} 2>&1"
