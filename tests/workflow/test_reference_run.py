@@ -1,0 +1,27 @@
+"""The committed reference run: reports/ is exactly what the report code makes of results/."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PAPER = Path(os.environ.get("CRFBENCH_DATA", ROOT.parent / "shared/data")) / "paper/bcrf_tables.csv"
+
+
+@pytest.mark.skipif(not PAPER.exists(), reason="the paper's CSV is not in the data directory")
+def test_committed_reports_are_regenerated_byte_for_byte_from_committed_results(tmp_path: Path) -> None:
+    out = tmp_path / "reports"
+    command = [sys.executable, "-m", "crfbench", "report", "--results", str(ROOT / "results")]
+    command += ["--paper", str(PAPER), "--notes", str(ROOT / "results/report-notes.json"), "--out", str(out)]
+    subprocess.run(command, check=True, capture_output=True, timeout=300)
+    written = sorted(path.relative_to(out) for path in out.rglob("*") if path.is_file())
+    assert written, "the report wrote nothing"
+    for relative in written:
+        assert (ROOT / "reports" / relative).read_bytes() == (out / relative).read_bytes(), relative
+    assert json.loads((ROOT / "results/report-notes.json").read_text())["profile"] == "default"
