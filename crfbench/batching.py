@@ -42,6 +42,11 @@ def allowed_tags(sentences: Sequence[Sentence], tagset: TagSet) -> Tensor:
     return allowed
 
 
+def targets(partial: bool, sentences: Sequence[Sentence], tagset: TagSet) -> Tensor:
+    """What a loss compares with: the ``allowed`` mask for a partial-label loss, else gold tags."""
+    return (allowed_tags if partial else gold_tags)(sentences, tagset)
+
+
 def select(sentences: Sequence[Sentence], indices: Sequence[int]) -> list[Sentence]:
     return [sentences[i] for i in indices]
 

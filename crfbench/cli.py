@@ -98,11 +98,10 @@ def _aggregate(args: argparse.Namespace) -> int:
 
 def _data(args: argparse.Namespace) -> int:
     from . import data
-    from .experiment import describe_dataset
+    from .experiment import data_directory, describe_dataset
     from .io import write_json
 
-    directory = None if args.name == "synthetic" else data.resolve_data_dir(args.data_dir)
-    facts = describe_dataset(data.load(args.name, directory))
+    facts = describe_dataset(data.load(args.name, data_directory(args.name, args.data_dir)))
     write_json(args.out, facts)
     sizes = ", ".join(f"{split} {count}" for split, count in facts["sentences"].items())
     print(f"{args.name}: {sizes} sentences, {facts['tags']} tags, protocol {facts['protocol']} -> {args.out}")

@@ -19,12 +19,17 @@ from .models import Scorer
 from .objectives import ChainScores, Inference, chain_scores, is_partial
 
 
+def data_directory(dataset: str, configured: str | Path | None) -> Path | None:
+    """The corpus folder a dataset is read from (none for the generated synthetic data)."""
+    return None if dataset == "synthetic" else data.resolve_data_dir(configured)
+
+
 def load_dataset(config: RunConfig, data_dir: str | Path | None = None) -> Dataset:
     """The run's dataset (``data_dir`` overrides the config's), cut to the configured sizes.
 
     A loss that needs full annotation on a partially annotated training split is refused.
     """
-    directory = None if config.dataset == "synthetic" else data.resolve_data_dir(data_dir or config.data_dir)
+    directory = data_directory(config.dataset, data_dir or config.data_dir)
     dataset = data.load(config.dataset, directory, **config.dataset_options)
     partial = any(sentence.allowed is not None for sentence in dataset.train)
     if partial and not is_partial(config.loss):

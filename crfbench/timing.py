@@ -26,7 +26,7 @@ import torch
 from tqdm.auto import tqdm
 
 from . import environment
-from .batching import allowed_tags, gold_tags, select, shuffled_batches
+from .batching import select, shuffled_batches, targets
 from .config import RunConfig
 from .data.types import Sentence
 from .evaluate import run_description
@@ -96,47 +96,35 @@ def time_run(
         for i in range(0, min(len(dataset.dev), batches * config.batch_size), config.batch_size)
     ]
 
-    def train_step(name: str) -> Callable[[Sequence[Sentence]], None]:
-        loss_function = training_loss(name, config.loss_iterations)
-        target = allowed_tags if is_partial(name) else gold_tags
-
-        scorer = scorers[name != "unstructured"]
+    def train_step(name: str, validate: bool = False) -> Callable[[Sequence[Sentence]], None]:
+        loss_function, scorer = training_loss(name, config.loss_iterations), scorers[name != "unstructured"]
 
         def step(sentences: Sequence[Sentence]) -> None:
             scorer.train()
             scorer.zero_grad(set_to_none=True)
             chain = score_batch(scorer, sentences, dataset.tagset, device)
-            loss_function(
-                chain, target(sentences, dataset.tagset).to(device), validate=False
-            ).mean().backward()
+            target = targets(is_partial(name), sentences, dataset.tagset).to(device)
+            loss_function(chain, target, validate=validate).mean().backward()
 
         return step
 
-    def decode_step(name: str) -> Callable[[Sequence[Sentence]], None]:
+    def decode_step(name: str, validate: bool = False) -> Callable[[Sequence[Sentence]], None]:
         decoder, scorer = DECODERS[name], scorers[True]
 
         @torch.no_grad()
         def step(sentences: Sequence[Sentence]) -> None:
             scorer.eval()
-            decoder(score_batch(scorer, sentences, dataset.tagset, device), validate=False)
+            decoder(score_batch(scorer, sentences, dataset.tagset, device), validate=validate)
 
         return step
 
     items = [
-        ("train", name, train_step(name), train_batches, training_loss(name, config.loss_iterations))
+        ("train", name, train_step, train_batches, training_loss(name, config.loss_iterations))
         for name in losses
-    ] + [("decode", name, decode_step(name), dev_batches, DECODERS[name]) for name in decoders]
-    for kind, name, _, batch_list, inference in items:  # validate every input once, untimed
-        for sentences in batch_list[:1]:
-            chain = score_batch(scorers[name != "unstructured"], sentences, dataset.tagset, device)
-            target = (
-                ()
-                if kind == "decode"
-                else (
-                    (allowed_tags if is_partial(name) else gold_tags)(sentences, dataset.tagset).to(device),
-                )
-            )
-            inference(chain, *target, validate=True)
+    ] + [("decode", name, decode_step, dev_batches, DECODERS[name]) for name in decoders]
+    for _, name, make_step, batch_list, _ in items:  # validate every input once, untimed
+        make_step(name, validate=True)(batch_list[0])
+    steps = {name: make_step(name) for _, name, make_step, _, _ in items}
 
     where = environment.describe(device)
     common = run_description(config, dataset.protocol) | {
@@ -149,7 +137,8 @@ def time_run(
     shuffle = random.Random(config.seed)
     rows = []
     for round_index in tqdm(range(warmup + rounds), desc="timing rounds", disable=not progress, leave=False):
-        for kind, name, step, batch_list, inference in shuffle.sample(items, len(items)):
+        for kind, name, _, batch_list, inference in shuffle.sample(items, len(items)):
+            step = steps[name]
             _synchronize(device)
             started = time.perf_counter()
             for sentences in batch_list:

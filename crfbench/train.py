@@ -21,12 +21,12 @@ import torch
 from tqdm.auto import tqdm
 
 from . import environment
-from .batching import allowed_tags, gold_tags, select, shuffled_batches
+from .batching import select, shuffled_batches, targets
 from .config import RunConfig
 from .experiment import load_dataset, predict, record_run, score_batch
 from .io import save_atomic, write_json
 from .metrics import PRIMARY_METRIC, score
-from .models import Scorer, build_scorer
+from .models import Scorer, ScorerConfig, build_scorer
 from .objectives import DECODERS, NATURAL_DECODER, is_partial, training_loss
 
 CHECKPOINT_FILE, MODEL_FILE, SUMMARY_FILE = "checkpoint.pt", "model.pt", "train.json"
@@ -58,8 +58,6 @@ def save_model(path: Path, scorer: Scorer, tags: tuple[str, ...], epoch: int, de
 
 def load_model(path: Path, device: torch.device) -> tuple[Scorer, dict[str, Any]]:
     """The scorer saved by :func:`save_model` (on ``device``) and the payload's other fields."""
-    from .models import ScorerConfig
-
     payload = torch.load(path, map_location=device, weights_only=False)
     config = ScorerConfig.from_dict(payload["scorer_config"])
     scorer = Scorer.from_state(config, payload["vocab"], len(payload["tags"]))
@@ -121,7 +119,7 @@ def train(
         ):
             sentences = select(dataset.train, indices)
             chain = score_batch(scorer, sentences, tagset, device)
-            target = (allowed_tags if is_partial(config.loss) else gold_tags)(sentences, tagset)
+            target = targets(is_partial(config.loss), sentences, tagset)
             loss = loss_function(chain, target.to(device)).mean()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()

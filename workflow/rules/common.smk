@@ -1,9 +1,9 @@
 # Shared helpers: which runs the config asks for, and each run's settings (RunConfig fields).
-import json
 import os
 import shlex
 import sys
-from pathlib import Path
+
+from crfbench.io import write_json  # atomic, as every output of the engine
 
 RESULTS = config["results_dir"]
 REPORTS = config["reports_dir"]
@@ -65,13 +65,6 @@ def timing_settings(dataset, encoder):
     """Settings of a timing job: the experiment's first loss (timing measures them all)."""
     experiment = experiment_of(dataset, encoder)
     return run_settings(dataset, encoder, experiment["losses"][0], config["seeds"][0])
-
-
-def write_json(path, value):
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    temporary = Path(f"{path}.tmp")
-    temporary.write_text(json.dumps(value, indent=2) + "\n")
-    temporary.replace(path)
 
 
 RUN_DIR = f"{RESULTS}/runs/{{dataset}}/{{encoder}}/{{loss}}/{{seed}}"
