@@ -1,0 +1,93 @@
+"""Scaling of every method and backend in sequence length N and tag-set size T: time and peak
+memory of marginals, decoding and the training loss with its gradient.
+
+One class per operation, so ``setup`` compiles only what is timed. Combinations whose biggest
+intermediate array exceeds the profile's per-device cap, and GPU combinations without a GPU, are
+skipped (``NotImplementedError`` in ``setup``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .common import DEVICES, GRID, VARIANTS, jax, operation, random_scores, skip_unless_fits, use_device
+
+BACKENDS = ("torch", "jax")
+
+
+class _Scaling:
+    """Times ``operation_name`` on random scores of shape (B, N, T) with per-position transitions."""
+
+    operation_name = ""
+    params = (BACKENDS, tuple(VARIANTS), GRID.lengths, GRID.num_tags, GRID.batch, DEVICES)
+    param_names = ("backend", "method", "N", "T", "B", "device")
+    repeat = GRID.repeat
+    rounds = GRID.rounds
+    warmup_time = 0.0  # setup already ran the call once (JIT compilation, allocator warm-up)
+    timeout = 600.0
+
+    def setup(self, backend: str, method: str, length: int, num_tags: int, batch: int, device: str) -> None:
+        use_device(backend, device)
+        skip_unless_fits(method, device, batch, length, num_tags)
+        scores = random_scores(backend, device, batch, length, num_tags)
+        self.call = operation(backend, method, self.operation_name, scores)
+        self.call()
+
+
+class Marginals(_Scaling):
+    operation_name = "marginals"
+
+    def time_marginals(self, *params) -> None:
+        self.call()
+
+    def peakmem_marginals(self, *params) -> None:
+        self.call()
+
+
+class Decode(_Scaling):
+    operation_name = "decode"
+
+    def time_decode(self, *params) -> None:
+        self.call()
+
+
+class LossAndGrad(_Scaling):
+    operation_name = "loss_and_grad"
+
+    def time_loss_and_grad(self, *params) -> None:
+        self.call()
+
+    def peakmem_loss_and_grad(self, *params) -> None:
+        self.call()
+
+
+class GpuMemory:
+    """Peak GPU memory (bytes) of one marginals call and one loss-and-gradient step; GPU only."""
+
+    params = (
+        BACKENDS,
+        tuple(VARIANTS),
+        GRID.lengths,
+        GRID.num_tags,
+        GRID.batch,
+        ("marginals", "loss_and_grad"),
+    )
+    param_names = ("backend", "method", "N", "T", "B", "operation")
+    unit = "bytes"
+    timeout = 600.0
+
+    def setup(self, backend: str, method: str, length: int, num_tags: int, batch: int, name: str) -> None:
+        use_device(backend, "gpu")
+        skip_unless_fits(method, "gpu", batch, length, num_tags)
+        self.scores = random_scores(backend, "gpu", batch, length, num_tags)
+
+    def track_gpu_peak_memory(
+        self, backend: str, method: str, length: int, num_tags: int, batch: int, name: str
+    ):
+        call = operation(backend, method, name, self.scores)
+        if backend == "torch":
+            torch.cuda.reset_peak_memory_stats()
+            call()
+            return torch.cuda.max_memory_allocated()
+        call()  # JAX keeps no resettable peak: each combination runs in its own process
+        return jax.devices("gpu")[0].memory_stats()["peak_bytes_in_use"]

@@ -1,0 +1,117 @@
+"""Roofline reference: the machine's streaming memory bandwidth (a large array updated in place), and
+the bandwidth BCRF's iterative Bregman projections achieve, so a report can say how close IBP is to
+the hardware limit.
+
+An IBP iteration is two projections, each of which must at least read and write every arc
+(B, N-1, T, T) in float32: 16 bytes per arc per iteration. Its time is measured as the difference
+between 20 and 10 iterations of ``marginals``, divided by 10, which leaves out the set-up and
+read-off that do not repeat.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .common import (
+    DEVICES,
+    GRID,
+    best_seconds,
+    jax,
+    operation,
+    random_scores,
+    skip_unless_fits,
+    to_device,
+    use_device,
+)
+
+BACKENDS = ("torch", "jax")
+STREAM_ELEMENTS = {"cpu": 2**26, "gpu": 2**28}  # 256 MiB and 1 GiB of float32: well past every cache
+BYTES_PER_ARC_ITERATION = 2 * 2 * 4  # two projections, each reads and writes a float32
+
+
+def _stream_call(backend: str, device: str):
+    """A call that streams a large array once, reading and writing every element in place
+    (``add_`` in torch; ``x + 1`` under ``jit`` with the input donated in JAX, since a fresh output
+    buffer would time page faults, not memory)."""
+    source = to_device(np.zeros(STREAM_ELEMENTS[device], dtype=np.float32), backend, device)
+    if backend == "torch":
+        wait = torch.cuda.synchronize if source.is_cuda else lambda: None
+        return lambda: (source.add_(1.0), wait())
+    stream = jax.jit(lambda x: x + 1.0, donate_argnums=0)
+    state = [source]
+
+    def call():
+        state[0] = jax.block_until_ready(stream(state[0]))
+
+    return call
+
+
+def stream_bandwidth(backend: str, device: str) -> float:
+    """Streaming bandwidth in GB/s: bytes read plus bytes written over the fastest of 5 passes."""
+    call = _stream_call(backend, device)
+    call()
+    return 2 * 4 * STREAM_ELEMENTS[device] / best_seconds(call) / 1e9
+
+
+def machine_bandwidth(device: str) -> float:
+    """The roofline: the faster backend's streaming bandwidth on ``device``."""
+    return max(stream_bandwidth(backend, device) for backend in BACKENDS)
+
+
+class MemoryBandwidth:
+    """The machine's streaming memory bandwidth through each backend (a large in-place pass)."""
+
+    params = (BACKENDS, DEVICES)
+    param_names = ("backend", "device")
+    repeat = GRID.repeat
+    rounds = GRID.rounds
+
+    def setup(self, backend: str, device: str) -> None:
+        use_device(backend, device)
+        self.call = _stream_call(backend, device)
+        self.call()
+
+    def time_stream(self, backend: str, device: str) -> None:
+        self.call()
+
+    def track_stream_bandwidth(self, backend: str, device: str) -> float:
+        return stream_bandwidth(backend, device)
+
+    track_stream_bandwidth.unit = "GB/s"
+
+
+class IBPBandwidth:
+    """Bandwidth IBP achieves (minimum bytes per iteration over time per iteration), and its fraction of
+    the machine's streaming bandwidth (the faster backend's, measured in the same process)."""
+
+    params = (BACKENDS, DEVICES, GRID.lengths, GRID.num_tags, GRID.batch)
+    param_names = ("backend", "device", "N", "T", "B")
+    timeout = 600.0
+
+    def setup(self, backend: str, device: str, length: int, num_tags: int, batch: int) -> None:
+        use_device(backend, device)
+        skip_unless_fits("bcrf-10", device, batch, length, num_tags)
+        scores = random_scores(backend, device, batch, length, num_tags)
+        self.ten, self.twenty = (
+            operation(backend, "bcrf-10", "marginals", scores, iterations=iterations)
+            for iterations in (10, 20)
+        )
+        self.ten(), self.twenty()
+        self.arcs = batch * max(length - 1, 0) * num_tags**2
+
+    def _ibp_bandwidth(self) -> float:
+        seconds_per_iteration = (best_seconds(self.twenty) - best_seconds(self.ten)) / 10
+        if seconds_per_iteration <= 0:  # below timer resolution: no meaningful rate
+            return float("nan")
+        return BYTES_PER_ARC_ITERATION * self.arcs / seconds_per_iteration / 1e9
+
+    def track_ibp_bandwidth(self, backend: str, device: str, length: int, num_tags: int, batch: int) -> float:
+        return self._ibp_bandwidth()
+
+    track_ibp_bandwidth.unit = "GB/s"
+
+    def track_ibp_roofline_fraction(self, backend: str, device: str, length: int, num_tags: int, batch: int):
+        return self._ibp_bandwidth() / machine_bandwidth(device)
+
+    track_ibp_roofline_fraction.unit = "fraction of streaming bandwidth"

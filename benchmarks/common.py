@@ -1,0 +1,236 @@
+"""What every benchmark of the asv suite shares: the grid of the chosen profile, the methods as
+benchmarked, random scores on a backend and device, and compiled, synchronised calls.
+
+The profile comes from ``CRFBENCH_ASV_PROFILE`` (``fast`` for CI, ``regular`` nightly, the default,
+or ``paper``); it only sizes the grid, so results of one profile are comparable across commits.
+Every timing runs on one CPU thread (torch ``set_num_threads(1)``; XLA's intra-op pool of one,
+set below before JAX starts) unless a benchmark's ``threads`` parameter says otherwise: on a loaded
+2-core machine the default thread pool stalls for hundreds of milliseconds.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Before JAX initialises a backend: one intra-op thread on CPU, and no up-front grab of GPU memory
+# (torch and JAX share the device, and peak memory must mean what the method used).
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from typing import Any, NamedTuple  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import implementations  # noqa: E402
+
+# Imported here, before asv's forkserver forks a process per parameter combination, so that no
+# timing process pays for importing them; JAX is optional and its combinations skip without it.
+try:
+    import jax  # noqa: E402
+except ImportError:  # pragma: no cover - the bench environments install it
+    jax = None
+
+PROFILE_VARIABLE = "CRFBENCH_ASV_PROFILE"
+DEVICES = ("cpu", "gpu")
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The parameter values and timing budget of one profile."""
+
+    lengths: tuple[int, ...]  # N, a log grid
+    num_tags: tuple[int, ...]  # T, a log grid
+    batch: tuple[int, ...]  # B
+    repeat: tuple[int, int, float]  # asv: (min samples, max samples, max seconds)
+    rounds: int  # asv: interleaved rounds of every benchmark
+    #: largest number of float32 elements a method's biggest intermediate may hold, per device
+    element_cap: dict[str, int] = field(default_factory=dict)
+
+
+PROFILES = {
+    "fast": Grid(
+        (16, 64), (8, 32), (4,), repeat=(1, 3, 1.0), rounds=1, element_cap={"cpu": 2**22, "gpu": 2**28}
+    ),
+    "regular": Grid(
+        (16, 64, 256, 1024),
+        (8, 32, 128, 512),
+        (8,),
+        repeat=(2, 7, 4.0),
+        rounds=1,
+        element_cap={"cpu": 2**26, "gpu": 2**30},
+    ),
+    "paper": Grid(
+        tuple(2**k for k in range(4, 11)),
+        tuple(2**k for k in range(3, 10)),
+        (8, 64),
+        repeat=(3, 10, 10.0),
+        rounds=2,
+        element_cap={"cpu": 2**27, "gpu": 2**31},
+    ),
+}
+
+
+def profile_name() -> str:
+    """The profile named by ``CRFBENCH_ASV_PROFILE`` (default ``regular``)."""
+    name = os.environ.get(PROFILE_VARIABLE, "regular")
+    if name not in PROFILES:
+        raise ValueError(f"{PROFILE_VARIABLE}={name!r}: use one of {', '.join(PROFILES)}")
+    return name
+
+
+GRID = PROFILES[profile_name()]
+
+
+class Variant(NamedTuple):
+    """A method as benchmarked: the implementation and its options."""
+
+    method: str  # an ``implementations.METHODS`` name
+    options: dict[str, Any]
+
+
+VARIANTS = {
+    "crf": Variant("crf", {}),
+    "crf-scan": Variant("crf-scan", {}),
+    "bcrf-5": Variant("bcrf", {"iterations": 5}),
+    "bcrf-10": Variant("bcrf", {"iterations": 10}),
+    "meanfield-5": Variant("meanfield", {"iterations": 5}),
+    "meanfield-10": Variant("meanfield", {"iterations": 10}),
+    "unstructured": Variant("unstructured", {}),
+}
+OPERATIONS = ("marginals", "decode", "loss_and_grad")
+
+
+def largest_intermediate(variant: str, batch: int, length: int, num_tags: int) -> int:
+    """Elements of the biggest array ``variant`` materialises: the (B, N-1, T, T) arc scores, or for
+    the parallel scan its first level of log-semiring products, (B, N/2, T, T, T)."""
+    if variant == "crf-scan":
+        return batch * max(length // 2, 1) * num_tags**3
+    return batch * max(length - 1, 1) * num_tags**2
+
+
+def skip_unless_fits(variant: str, device: str, batch: int, length: int, num_tags: int) -> None:
+    """asv skips a parameter combination whose ``setup`` raises ``NotImplementedError``."""
+    elements = largest_intermediate(variant, batch, length, num_tags)
+    cap = GRID.element_cap[device]
+    if elements > cap:
+        raise NotImplementedError(
+            f"{variant} at B={batch} N={length} T={num_tags}: {elements} > {cap} elements"
+        )
+
+
+def gpu_present(backend: str) -> bool:
+    if backend == "torch":
+        return torch.cuda.is_available()
+    try:
+        return bool(jax.devices("gpu"))
+    except RuntimeError:
+        return False
+
+
+def use_device(backend: str, device: str, threads: int = 1) -> None:
+    """Fix the thread count; skip (``NotImplementedError``) a JAX combination without JAX and a GPU
+    combination without a GPU."""
+    if backend == "jax" and jax is None:
+        raise NotImplementedError("JAX is not installed (pip install 'crfbench[jax]')")
+    torch.set_num_threads(threads)
+    if device == "gpu" and not gpu_present(backend):
+        raise NotImplementedError(f"no GPU for {backend}")
+
+
+class Scores(NamedTuple):
+    """A batch of random scores on one backend and device (full lengths, so N is exact)."""
+
+    emissions: Any  # (B, N, T) float32
+    transitions: Any  # (B, N-1, T, T) per position, or (T, T) when shared
+    lengths: Any  # (B,) int, all N
+    tags: Any  # (B, N) int, a random gold sequence
+    start: Any  # (T,) float32
+    end: Any  # (T,) float32
+
+
+def random_scores(
+    backend: str, device: str, batch: int, length: int, num_tags: int, *, shared: bool = False, seed: int = 0
+) -> Scores:
+    """Standard normal emissions, transitions and start/end scores (per-position transitions, as the
+    paper's models, unless ``shared``); the same numbers for every backend."""
+    generator = np.random.default_rng(seed)
+    transition_shape = (num_tags, num_tags) if shared else (batch, max(length - 1, 0), num_tags, num_tags)
+    arrays = [
+        generator.standard_normal((batch, length, num_tags), dtype=np.float32),
+        generator.standard_normal(transition_shape, dtype=np.float32),
+        np.full(batch, length, dtype=np.int32),
+        generator.integers(0, num_tags, (batch, length), dtype=np.int32),
+        generator.standard_normal(num_tags, dtype=np.float32),
+        generator.standard_normal(num_tags, dtype=np.float32),
+    ]
+    return Scores(*(to_device(array, backend, device) for array in arrays))
+
+
+def to_device(array: np.ndarray, backend: str, device: str) -> Any:
+    if backend == "torch":
+        tensor = torch.from_numpy(array)
+        tensor = tensor.long() if array.dtype == np.int32 else tensor
+        return tensor.to("cuda" if device == "gpu" else "cpu")
+    return jax.device_put(array, jax.devices(device)[0])
+
+
+def operation(backend: str, variant: str, name: str, scores: Scores, **overrides: Any) -> Callable[[], Any]:
+    """A no-argument call of ``name`` (one of ``OPERATIONS``) on ``scores`` that returns when the
+    result is ready: jitted in JAX (call it once to compile), no input validation, no autograd
+    graph except for ``loss_and_grad`` (the loss summed over the batch, then its gradient with
+    respect to emissions and transitions). ``overrides`` replace the variant's options."""
+    method, options = VARIANTS[variant]
+    options = {**options, **overrides}
+    module = implementations.get(method, backend)
+    emissions, transitions, lengths, tags, start, end = scores
+    common = {"start": start, "end": end, "validate": False, **options}
+    if backend == "torch":
+        return _torch_operation(module, name, scores, common)
+    if name == "loss_and_grad":
+
+        def total(emissions, transitions):
+            return module.loss(emissions, transitions, lengths, tags, **common).sum()
+
+        step = jax.jit(jax.value_and_grad(total, argnums=(0, 1)))
+        return lambda: jax.block_until_ready(step(emissions, transitions))
+    function = jax.jit(
+        lambda emissions, transitions: getattr(module, name)(emissions, transitions, lengths, **common)
+    )
+    return lambda: jax.block_until_ready(function(emissions, transitions))
+
+
+def _torch_operation(module: Any, name: str, scores: Scores, common: dict[str, Any]) -> Callable[[], Any]:
+    emissions, transitions, lengths, tags, _, _ = scores
+    wait = torch.cuda.synchronize if emissions.is_cuda else lambda: None
+    if name == "loss_and_grad":
+        emissions, transitions = emissions.clone().requires_grad_(), transitions.clone().requires_grad_()
+
+        def step():
+            module.loss(emissions, transitions, lengths, tags, **common).sum().backward()
+            emissions.grad = transitions.grad = None
+            wait()
+
+        return step
+    function = getattr(module, name)
+
+    def call():
+        with torch.no_grad():
+            result = function(emissions, transitions, lengths, **common)
+        wait()
+        return result
+
+    return call
+
+
+def best_seconds(call: Callable[[], Any], repeats: int = 5) -> float:
+    """Fastest of ``repeats`` timed calls (for ``track_`` benchmarks that derive a rate)."""
+    times = []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - began)
+    return min(times)
