@@ -25,6 +25,7 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/timing.smk"
 include: "workflow/rules/agreement.smk"
+include: "workflow/rules/scaling.smk"
 include: "workflow/rules/report.smk"
 
 
@@ -36,9 +37,12 @@ localrules:
     report_notes,
     aggregate_metrics,
     aggregate_timing,
+    scaling_table,
+    asv_html,
 
 
 rule all:
     input:
         rules.report.output,
         rules.agreement.output,
+        rules.asv_html.output if asv_result_files() else [],

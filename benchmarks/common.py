@@ -179,10 +179,11 @@ def to_device(array: np.ndarray, backend: str, device: str) -> Any:
 
 
 def operation(backend: str, variant: str, name: str, scores: Scores, **overrides: Any) -> Callable[[], Any]:
-    """A no-argument call of ``name`` (one of ``OPERATIONS``) on ``scores`` that returns when the
-    result is ready: jitted in JAX (call it once to compile), no input validation, no autograd
-    graph except for ``loss_and_grad`` (the loss summed over the batch, then its gradient with
-    respect to emissions and transitions). ``overrides`` replace the variant's options."""
+    """A no-argument call of ``name`` (one of ``OPERATIONS``) on ``scores`` that returns the result
+    once it is ready; for ``loss_and_grad``, ``(loss summed over the batch, (gradient w.r.t.
+    emissions, w.r.t. transitions))`` in both backends. Jitted in JAX (call it once to compile); no
+    input validation; no autograd graph but for ``loss_and_grad``. ``overrides`` replace the
+    variant's options."""
     method, options = VARIANTS[variant]
     options = {**options, **overrides}
     module = implementations.get(method, backend)
@@ -210,9 +211,11 @@ def _torch_operation(module: Any, name: str, scores: Scores, common: dict[str, A
         emissions, transitions = emissions.clone().requires_grad_(), transitions.clone().requires_grad_()
 
         def step():
-            module.loss(emissions, transitions, lengths, tags, **common).sum().backward()
             emissions.grad = transitions.grad = None
+            total = module.loss(emissions, transitions, lengths, tags, **common).sum()
+            total.backward()
             wait()
+            return total.detach(), (emissions.grad, transitions.grad)
 
         return step
     function = getattr(module, name)

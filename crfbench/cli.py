@@ -96,6 +96,15 @@ def _aggregate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _scaling(args: argparse.Namespace) -> int:
+    from .asv_results import write_scaling_table
+
+    table = write_scaling_table(args.asv, args.out)
+    machines = ", ".join(sorted(table["machine"].unique())) or "none"
+    print(f"{len(table)} results of machines {machines} -> {args.out}")
+    return 0
+
+
 def _data(args: argparse.Namespace) -> int:
     from . import data
     from .experiment import data_directory, describe_dataset
@@ -211,6 +220,11 @@ def parser() -> argparse.ArgumentParser:
     report.add_argument("--notes", type=Path, help="JSON {profile, notes: {table id: [sentences]}}")
     report.add_argument("--out", type=Path, default=Path("reports"), help="folder to write")
     report.set_defaults(handler=_report)
+
+    scaling = commands.add_parser("scaling", help="tidy the latest asv results of every machine into one CSV")
+    scaling.add_argument("--asv", type=Path, default=Path("results/asv"), help="asv results folder")
+    scaling.add_argument("--out", type=Path, default=Path("results/scaling.csv"), help="CSV file to write")
+    scaling.set_defaults(handler=_scaling)
 
     gather = commands.add_parser("aggregate", help="concatenate per-run tidy CSVs into one table")
     gather.add_argument("files", nargs="+", type=Path, help="evaluation.csv or timing.csv files")

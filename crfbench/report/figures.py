@@ -1,5 +1,5 @@
-"""Figures as PNG (matplotlib, Agg backend): score against inference iterations, speed-up bar charts,
-and the hook for scaling curves."""
+"""Figures as PNG (matplotlib, Agg backend): score against inference iterations and speed-up bar
+charts (the asv scaling figures are drawn by :mod:`.scaling`)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from ..io import save_atomic  # noqa: E402
+from . import scaling  # noqa: E402
 from .layout import (  # noqa: E402
     DATASET_LABELS,
     DECODER_ITERATIONS,
@@ -26,8 +27,6 @@ from .tables import Table  # noqa: E402
 
 #: Iterative decoder families of figure (a), with their decoders in iteration order.
 FAMILIES = {"MF": ("mf-5", "mf-10"), "BCRF": ("bcrf-5", "bcrf-10")}
-#: Results a later issue draws as scaling curves.
-SCALING_INPUTS = ("asv", "scaling.csv")
 
 
 def _save(figure: Figure, path: Path) -> Path:
@@ -165,15 +164,11 @@ def speedup_figure(table: Table, path: Path) -> list[Path]:
 
 
 def caption(path: Path) -> str:
-    """What a figure written by this module shows, from its file name."""
+    """What a figure of the report shows, from its file name."""
+    if path.stem.startswith("scaling-"):
+        return scaling.caption(path)
     if path.stem.startswith("iterations-"):
         dataset = path.stem.removeprefix("iterations-")
         return f"{dataset}: test score of CRF-trained models against MF / BCRF iterations (Viterbi dashed)."
     kind = {"speedup-train": "Training speed-ups (Table 2)", "speedup-decode": "Decoding speed-ups (Table 3)"}
     return f"{kind[path.stem]}, mean ± std over seeds; black diamonds: the paper's values."
-
-
-def scaling_figures(results_dir: Path, out_dir: Path) -> list[Path]:
-    """(c) Hook for scaling curves from ``SCALING_INPUTS`` in ``results_dir``: a later issue draws them,
-    so nothing is written yet, whether or not those results exist."""
-    return []

@@ -15,6 +15,10 @@ from .tables import Table
 
 TITLE = "crfbench: Bregman Conditional Random Fields (Corro et al. 2025), reproduced"
 FORMATS = ("md", "tex", "csv")
+SCALING_INTRO = (
+    "From the latest asv run of each machine (results/asv/, tidied into results/scaling.csv); "
+    "the full history is in the asv HTML (reports/asv/). Random standard normal scores, one CPU thread."
+)
 _STYLE = """
 body { font-family: sans-serif; margin: 2em; max-width: 110em; }
 table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
@@ -35,6 +39,7 @@ class Report:
 
     tables: tuple[Table, ...]
     figures: tuple[Path, ...]
+    summaries: tuple[tuple[str, str, pd.DataFrame], ...]  # asv scaling summaries: (file stem, title, table)
     notes: Mapping[str, Sequence[str]]
     missing: tuple[str, ...]
     sources: pd.DataFrame
@@ -54,6 +59,13 @@ def _html_frame(frame: pd.DataFrame) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
 
 
+def _links(stem: Path, extensions: Sequence[str], html: bool = False) -> str:
+    links = [(extension, f"{stem.as_posix()}.{extension}") for extension in extensions]
+    if html:
+        return " · ".join(f'<a href="{target}">{extension}</a>' for extension, target in links)
+    return " · ".join(f"[{extension}]({target})" for extension, target in links)
+
+
 def _html_list(items: Sequence[str], empty: str) -> str:
     return "<ul>" + "".join(f"<li>{html.escape(item)}</li>" for item in items or [empty]) + "</ul>"
 
@@ -63,7 +75,11 @@ def index_html(report: Report) -> str:
     contents = [
         f'<li><a href="#table-{t.spec.id}">{html.escape(f"Table {t.spec.id}: {t.spec.title}")}</a></li>'
         for t in report.tables
-    ] + ['<li><a href="#figures">Figures</a></li>', '<li><a href="#sources">Sources and protocols</a></li>']
+    ] + [
+        '<li><a href="#scaling">Scaling (asv suite)</a></li>',
+        '<li><a href="#figures">Figures</a></li>',
+        '<li><a href="#sources">Sources and protocols</a></li>',
+    ]
     tables = [
         html_fragment(
             table,
@@ -71,6 +87,11 @@ def index_html(report: Report) -> str:
             lambda extension, table=table: table_file(table, extension).as_posix(),
         )
         for table in report.tables
+    ]
+    summaries = [
+        f"<h3>{html.escape(title)}</h3>{_html_frame(frame)}"
+        f'<p class="files">{_links(Path("tables") / stem, ("md", "csv"), html=True)}</p>'
+        for stem, title, frame in report.summaries
     ]
     figures = [
         f'<figure><img src="{html.escape(path.as_posix())}" alt="{html.escape(caption(path))}">'
@@ -88,6 +109,10 @@ def index_html(report: Report) -> str:
         "<h2>What is missing or left out</h2>",
         _html_list(report.missing, "Nothing: every table cell has a result of ours."),
         *tables,
+        '<section id="scaling"><h2>Scaling (asv suite)</h2>',
+        f"<p>{html.escape(SCALING_INTRO)}</p>",
+        *(summaries or ["<p>No asv scaling results.</p>"]),
+        "</section>",
         '<section id="figures"><h2>Figures</h2>',
         *(figures or ["<p>No figure: no result to draw.</p>"]),
         "</section>",
@@ -135,7 +160,19 @@ def readme(report: Report) -> str:
     for table in report.tables:
         links = " · ".join(f"[{ext}]({table_file(table, ext).as_posix()})" for ext in FORMATS)
         lines.append(f"- Table {table.spec.id}: {table.spec.title} — {links}")
-    lines += ["", "## Figures", ""]
+    lines += ["", "## Scaling (asv suite)", "", SCALING_INTRO, ""]
+    for stem, title, frame in report.summaries:
+        lines += [
+            f"### {title}",
+            "",
+            *_markdown_frame(frame),
+            "",
+            _links(Path("tables") / stem, ("md", "csv")),
+            "",
+        ]
+    if not report.summaries:
+        lines += ["No asv scaling results.", ""]
+    lines += ["## Figures", ""]
     lines += [f"- [{path.name}]({path.as_posix()}): {caption(path)}" for path in report.figures] or [
         "- None."
     ]

@@ -8,12 +8,13 @@ from pathlib import Path
 from ..io import write_atomic
 from . import provenance
 from .aggregate import decode_speedups, score_stats, train_speedups, violation_stats
-from .figures import SCALING_INPUTS, iteration_figures, scaling_figures, speedup_figure
+from .figures import iteration_figures, speedup_figure
 from .inputs import METRICS_COLUMNS, METRICS_FILE, TIMING_COLUMNS, TIMING_FILE, read_results
 from .layout import TABLES
 from .page import Report, index_html, readme, table_file
 from .paper import Paper, load_paper
 from .render import csv_text, latex, markdown
+from .scaling import SCALING_FILE, read_scaling, scaling_figures, summary_tables
 from .tables import build_table, missing
 
 #: Keys of the ``notes`` argument: a table id, or "all" for notes on every table.
@@ -27,9 +28,9 @@ def render_report(
     notes: Mapping[str, Sequence[str]] | None = None,
 ) -> list[Path]:
     """Write tables (Markdown, LaTeX, tidy CSV), figures, ``index.html`` and ``README.md`` into
-    ``out_dir`` from ``results_dir/metrics.csv`` and ``timing.csv`` (either may be absent) and the
-    paper's CSV; ``notes`` maps a table id or "all" to the protocol differences to print. Every file
-    is written atomically. Returns the files written."""
+    ``out_dir`` from ``results_dir/metrics.csv``, ``timing.csv`` and the asv suite's ``scaling.csv``
+    (any may be absent) and the paper's CSV; ``notes`` maps a table id or "all" to the protocol
+    differences to print. Every file is written atomically. Returns the files written."""
     results_dir, paper_csv, out_dir = Path(results_dir), Path(paper_csv), Path(out_dir)
     notes = {key: tuple(value) for key, value in (notes or {}).items()}
     unknown = sorted(set(notes) - set(NOTE_KEYS))
@@ -74,14 +75,24 @@ def render_report(
         figures += speedup_figure(by_id["2"], figures_dir / "speedup-train.png")
     if "3" in by_id:
         figures += speedup_figure(by_id["3"], figures_dir / "speedup-decode.png")
-    figures += scaling_figures(results_dir, figures_dir)
-    scaling = [name for name in SCALING_INPUTS if (results_dir / name).exists()]
-    if scaling:
-        absent.append(f"{', '.join(scaling)} in the results folder: scaling curves are not drawn yet.")
+    scaling = read_scaling(results_dir / SCALING_FILE)
+    if not (results_dir / SCALING_FILE).exists():
+        absent.append(f"{SCALING_FILE} is absent from the results folder: no asv scaling figures.")
+    figures += scaling_figures(scaling, figures_dir)
+    summaries = summary_tables(scaling)
+    for stem, (_, frame) in summaries.items():
+        for extension, text in {
+            "md": frame.to_markdown(index=False) + "\n",
+            "csv": frame.to_csv(index=False),
+        }.items():
+            path = out_dir / "tables" / f"{stem}.{extension}"
+            write_atomic(path, text)
+            written.append(path)
 
     report = Report(
         tables=tuple(shown),
         figures=tuple(path.relative_to(out_dir) for path in figures),
+        summaries=tuple((stem, title, frame) for stem, (title, frame) in summaries.items()),
         notes=notes,
         missing=tuple(
             absent + [line for table in tables for line in missing(table)] + provenance.warnings(files)

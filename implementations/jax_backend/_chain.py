@@ -34,6 +34,20 @@ def _steps(emissions: Array, transitions: Array, lengths: Array) -> tuple[Array,
     return jnp.swapaxes(emissions[:, 1:], 0, 1), jnp.swapaxes(active, 0, 1), per_step
 
 
+def forward_step(
+    alpha: Array, transition: Array, emission: Array, active: Array
+) -> tuple[Array, Array, Array]:
+    """One filtering step from position i-1 to i: the new ``alpha`` (B, T), the weights (B, T, T)
+    and the inverse column sums (B, T) of ``P(y_{i-1} | y_i, prefix)`` (zero where not ``active``,
+    (B, 1)); ``transition`` is (B, T, T) or (T, T), ``emission`` (B, T). The hot kernel of ``crf``."""
+    weight = alpha[:, :, None] + transition
+    top = jnp.maximum(weight.max(1), jnp.finfo(weight.dtype).min)  # all -inf: keep the tag at -inf
+    weight = jnp.exp(weight - top[:, None, :])
+    total = weight.sum(1)
+    alpha = jnp.where(active, top + jnp.log(total) + emission, alpha)
+    return alpha, weight, active.astype(total.dtype) / jnp.maximum(total, 1.0)
+
+
 def _filter(
     emissions: Array, transitions: Array, lengths: Array, start: Array, end: Array
 ) -> tuple[Array, Array, Array, Array]:
@@ -45,17 +59,13 @@ def _filter(
     largest weight is 1), so ``1 / max(sum, 1)`` is exact and never divides by zero; it is stored
     as 0 past a sequence's length, which stops smoothing there.
     """
-    floor = jnp.finfo(emissions.dtype).min
 
     def step(alpha: Array, inputs: tuple[Array, Array, Array | None]) -> tuple[Array, tuple[Array, Array]]:
         emission, active, per_step = inputs
-        step = transitions if per_step is None else per_step
-        weight = alpha[:, :, None] + step
-        top = jnp.maximum(weight.max(1), floor)  # all -inf: keep the tag at -inf
-        weight = jnp.exp(weight - top[:, None, :])
-        total = weight.sum(1)
-        alpha = jnp.where(active, top + jnp.log(total) + emission, alpha)
-        return alpha, (weight, active.astype(total.dtype) / jnp.maximum(total, 1.0))
+        alpha, weight, inverse_sum = forward_step(
+            alpha, transitions if per_step is None else per_step, emission, active
+        )
+        return alpha, (weight, inverse_sum)
 
     alpha, (weights, inverse_sums) = lax.scan(
         step, emissions[:, 0] + start, _steps(emissions, transitions, lengths)

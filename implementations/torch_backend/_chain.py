@@ -29,6 +29,20 @@ def _steps(transitions: Tensor, batch: int, length: int) -> Tensor:
     return transitions.expand(max(length - 1, 0), *transitions.shape)
 
 
+def forward_step(
+    alpha: Tensor, transition: Tensor, emission: Tensor, active: Tensor
+) -> tuple[Tensor, Tensor, Tensor]:
+    """One filtering step from position i-1 to i: the new ``alpha`` (B, T), the weights (B, T, T)
+    and the inverse column sums (B, T) of ``P(y_{i-1} | y_i, prefix)`` (zero where not ``active``,
+    (B, 1)); ``transition`` is (B, T, T) or (T, T), ``emission`` (B, T). The hot kernel of ``crf``."""
+    weight = alpha.unsqueeze(-1) + transition
+    top = weight.amax(1).clamp_min_(torch.finfo(weight.dtype).min)  # all -inf: keep the tag at -inf
+    weight = weight.sub_(top.unsqueeze(1)).exp_()
+    total = weight.sum(1)
+    alpha = torch.where(active, top + torch.log(total) + emission, alpha)
+    return alpha, weight, active / total.clamp_min(1.0)
+
+
 def _filter(
     emissions: Tensor, transitions: Tensor, lengths: Tensor, start: Tensor, end: Tensor
 ) -> tuple[Tensor, Tensor, list[Tensor], list[Tensor]]:
@@ -45,13 +59,9 @@ def _filter(
     alpha = emissions[:, 0] + start
     weights, inverse_sums = [], []
     for i, step in enumerate(_steps(transitions, batch, length), start=1):
-        weight = alpha.unsqueeze(-1) + step
-        top = weight.amax(1).clamp_min_(torch.finfo(weight.dtype).min)  # all -inf: keep the tag at -inf
-        weight = weight.sub_(top.unsqueeze(1)).exp_()
-        total = weight.sum(1)
-        alpha = torch.where(active[:, i], top + torch.log(total) + emissions[:, i], alpha)
+        alpha, weight, inverse_sum = forward_step(alpha, step, emissions[:, i], active[:, i])
         weights.append(weight)
-        inverse_sums.append(active[:, i] / total.clamp_min(1.0))
+        inverse_sums.append(inverse_sum)
     final = alpha + end
     log_z = torch.logsumexp(final, dim=-1)
     last_marginal = torch.exp(final - log_z.unsqueeze(-1))

@@ -25,3 +25,21 @@ def test_committed_reports_are_regenerated_byte_for_byte_from_committed_results(
     for relative in written:
         assert (ROOT / "reports" / relative).read_bytes() == (out / relative).read_bytes(), relative
     assert json.loads((ROOT / "results/report-notes.json").read_text())["profile"] == "default"
+
+
+@pytest.mark.skipif(not (ROOT / "results/asv/benchmarks.json").exists(), reason="no committed asv results")
+def test_committed_scaling_table_is_regenerated_from_committed_asv_results(tmp_path: Path) -> None:
+    pytest.importorskip("asv")
+    out = tmp_path / "scaling.csv"
+    command = [
+        sys.executable,
+        "-m",
+        "crfbench",
+        "scaling",
+        "--asv",
+        str(ROOT / "results/asv"),
+        "--out",
+        str(out),
+    ]
+    subprocess.run(command, check=True, capture_output=True, timeout=300)
+    assert out.read_bytes() == (ROOT / "results/scaling.csv").read_bytes()

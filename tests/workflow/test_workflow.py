@@ -79,3 +79,21 @@ def test_a_config_error_names_the_setting(workdir: Path, tmp_path: Path) -> None
     result = snakemake("-n", "--cores", "1", "--configfile", str(bad), cwd=workdir)
     assert result.returncode != 0
     assert "zero" in result.stdout + result.stderr
+
+
+def test_asv_results_are_tidied_and_published_unless_scaling_is_off(tmp_path: Path) -> None:
+    from tests.crfbench.asv_fixture import write_asv_results
+
+    for name in ("Snakefile", "workflow", "config"):
+        source = ROOT / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, tmp_path / name)
+    marginals = (("backend", "method", "N"), (("torch",), ("crf",), (16,)), [1.0], "seconds")
+    write_asv_results(tmp_path / "results/asv", "box", "a" * 40, 1_000, {"m.C.time_marginals": marginals})
+    planned = snakemake("-n", "--cores", "2", "--configfile", "config/smoke.yaml", cwd=tmp_path)
+    assert planned.returncode == 0, planned.stdout[-3000:] + planned.stderr[-3000:]
+    assert "\nscaling_table " in planned.stdout and "\nasv_html " in planned.stdout
+    off = snakemake(
+        "-n", "--cores", "2", "--configfile", "config/smoke.yaml", "--config", "scaling=False", cwd=tmp_path
+    )
+    assert off.returncode == 0, off.stdout[-3000:] + off.stderr[-3000:]
+    assert "scaling_table" not in off.stdout and "asv_html" not in off.stdout

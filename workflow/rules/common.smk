@@ -2,6 +2,7 @@
 import os
 import shlex
 import sys
+from pathlib import Path
 
 from crfbench.io import write_json  # atomic, as every output of the engine
 
@@ -65,6 +66,16 @@ def timing_settings(dataset, encoder):
     """Settings of a timing job: the experiment's first loss (timing measures them all)."""
     experiment = experiment_of(dataset, encoder)
     return run_settings(dataset, encoder, experiment["losses"][0], config["seeds"][0])
+
+
+ASV_RESULTS = "results/asv"  # asv.conf.json's results_dir: `asv run` writes it, rules only read it
+
+
+def asv_result_files():
+    """Every asv results file (and machine.json) of every machine, when `scaling` is on."""
+    if not config.get("scaling", True):
+        return []
+    return sorted(str(path) for path in Path(ASV_RESULTS).glob("*/*.json"))
 
 
 RUN_DIR = f"{RESULTS}/runs/{{dataset}}/{{encoder}}/{{loss}}/{{seed}}"

@@ -43,6 +43,7 @@ rule report:
         timing=f"{RESULTS}/timing.csv",
         agreement=f"{RESULTS}/agreement/agreement.csv",
         notes=f"{RESULTS}/report-notes.json",
+        scaling=lambda w: [rules.scaling_table.output[0]] if asv_result_files() else [],
     output:
         f"{REPORTS}/index.html",
         f"{REPORTS}/README.md",

@@ -212,12 +212,11 @@ def test_timings_from_two_devices_get_their_own_columns(tmp_path):
         assert (cell["ours_mean"], cell["paper_value"]) == (2.0, 9.0)
 
 
-def test_scaling_results_are_acknowledged_not_drawn(tmp_path):
+def test_a_scaling_table_without_its_columns_is_rejected(tmp_path):
     results = write_results(tmp_path / "results", metrics=False)
     (results / "scaling.csv").write_text("n,seconds\n1,1.0\n")
-    written = render_report(results, write_paper(tmp_path / "paper.csv"), tmp_path / "out")
-    assert "scaling curves are not drawn yet" in (tmp_path / "out" / "index.html").read_text()
-    assert not [path for path in written if "scaling" in path.name]
+    with pytest.raises(ValueError, match="scaling.csv: missing columns machine"):
+        render_report(results, write_paper(tmp_path / "paper.csv"), tmp_path / "out")
 
 
 def test_unknown_note_keys_are_rejected(tmp_path):

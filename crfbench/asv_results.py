@@ -1,0 +1,102 @@
+"""The asv scaling suite's results (``results/asv/``) as one tidy table, ``results/scaling.csv``.
+
+For each machine folder the latest results file (by commit date, then run start) is read with asv's
+own ``Results`` loader; benchmark units and parameter names come from ``benchmarks.json``. One row per
+benchmark and parameter combination that produced a number (skipped and failed combinations have
+none); parameters a benchmark does not take are left empty.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+
+from .io import write_atomic
+
+#: Parameters of the suite's benchmarks, in the order they appear in the table.
+PARAMETERS = (
+    "backend",
+    "device",
+    "method",
+    "operation",
+    "N",
+    "T",
+    "B",
+    "iterations",
+    "temperature",
+    "implementation",
+    "threads",
+)
+COLUMNS = ("machine", "commit", "date", "benchmark", "name", "unit", "value", *PARAMETERS)
+
+
+def _latest_results(machine_dir: Path):
+    from asv.results import Results
+
+    runs = [
+        Results.load(str(path)) for path in sorted(machine_dir.glob("*.json")) if path.name != "machine.json"
+    ]
+    if not runs:
+        return None
+    return max(runs, key=lambda run: (run.date or 0, max(run.started_at.values(), default=0)))
+
+
+def _rows(machine: str, run, benchmarks: dict) -> list[dict]:
+    rows = []
+    date = datetime.fromtimestamp((run.date or 0) / 1000, tz=UTC).date().isoformat()
+    for key in sorted(run.get_all_result_keys()):
+        if key not in benchmarks:  # a benchmark since removed from the suite
+            continue
+        spec = benchmarks[key]
+        names = spec.get("param_names", [])
+        params = run.get_result_params(key)
+        values = run.get_result_value(key, params)
+        combinations = (
+            pd.MultiIndex.from_product([[ast.literal_eval(v) for v in p] for p in params]) if params else [()]
+        )
+        for combination, value in zip(combinations, values if params else [values], strict=True):
+            if value is None or (isinstance(value, float) and math.isnan(value)):
+                continue
+            row = dict.fromkeys(COLUMNS, None)
+            row.update(
+                machine=machine,
+                commit=run.commit_hash,
+                date=date,
+                benchmark=key,
+                name=key.rsplit(".", 1)[-1],
+                unit=spec.get("unit", ""),
+                value=float(value),
+            )
+            for name, parameter in zip(names, combination, strict=True):
+                if name not in PARAMETERS:
+                    raise ValueError(f"{key}: parameter {name!r} is not one of {', '.join(PARAMETERS)}")
+                row[name] = parameter
+            rows.append(row)
+    return rows
+
+
+def read_asv_results(asv_dir: Path) -> pd.DataFrame:
+    """Tidy table (``COLUMNS``) of the latest asv results of every machine under ``asv_dir``."""
+    asv_dir = Path(asv_dir)
+    catalogue = asv_dir / "benchmarks.json"
+    if not catalogue.exists():
+        raise ValueError(f"{catalogue}: missing; run the asv suite first (README, 'Benchmarks')")
+    benchmarks = {key: spec for key, spec in json.loads(catalogue.read_text()).items() if key != "version"}
+    rows = []
+    for machine_dir in sorted(path for path in asv_dir.iterdir() if (path / "machine.json").exists()):
+        run = _latest_results(machine_dir)
+        if run is not None:
+            rows += _rows(machine_dir.name, run, benchmarks)
+    return pd.DataFrame(rows, columns=list(COLUMNS)).convert_dtypes()
+
+
+def write_scaling_table(asv_dir: Path, out: Path) -> pd.DataFrame:
+    """Write ``read_asv_results(asv_dir)`` to ``out`` as CSV, atomically."""
+    frame = read_asv_results(asv_dir)
+    write_atomic(Path(out), frame.to_csv(index=False, float_format="%.6g"))
+    return frame

@@ -1,0 +1,286 @@
+"""The asv scaling results (``results/scaling.csv``) as figures and summary tables: time against N for
+every T, the speed-up of each method over the sequential exact CRF on the N × T grid, the roofline
+(IBP's achieved bandwidth against the machine's streaming bandwidth), the exact CRF against the
+PyTorch CRF libraries, and where BCRF-10 marginals overtake sequential forward."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.colors import LogNorm  # noqa: E402
+
+from ..asv_results import COLUMNS  # noqa: E402
+from ..io import save_atomic  # noqa: E402
+
+SCALING_FILE = "scaling.csv"
+#: Methods in the order of the figures' legends and panels.
+METHOD_ORDER = ("crf", "crf-scan", "bcrf-5", "bcrf-10", "meanfield-5", "meanfield-10", "unstructured")
+TIMED = {"time_marginals": "marginals", "time_decode": "decode", "time_loss_and_grad": "loss and gradient"}
+HEATMAPS = ("time_marginals", "time_loss_and_grad")
+BASELINE = "crf"
+
+
+def read_scaling(path: Path) -> pd.DataFrame:
+    """The tidy scaling table, or an empty one when ``path`` does not exist."""
+    if not Path(path).exists():
+        return pd.DataFrame(columns=list(COLUMNS))
+    frame = pd.read_csv(path)
+    missing = [column for column in COLUMNS if column not in frame.columns]
+    if missing:
+        raise ValueError(f"{path}: missing columns {', '.join(missing)} (write it with `crfbench scaling`)")
+    return frame
+
+
+def _save(figure, path: Path) -> Path:
+    save_atomic(
+        path, lambda temporary: figure.savefig(temporary, format="png", dpi=100, metadata={"Software": None})
+    )
+    plt.close(figure)
+    return path
+
+
+def _ordered(methods) -> list[str]:
+    known = [name for name in METHOD_ORDER if name in set(methods)]
+    return known + sorted(set(methods) - set(known))
+
+
+def timings(frame: pd.DataFrame, name: str) -> pd.DataFrame:
+    """Rows of one grid timing benchmark (``time_marginals``, ...) with integer N, T, B (the peer
+    comparison, which shares the name ``time_loss_and_grad``, has no method and is left out)."""
+    rows = frame[(frame["name"] == name) & frame["method"].notna() & frame["N"].notna()].copy()
+    for column in ("N", "T", "B"):
+        rows[column] = rows[column].astype(int)
+    return rows
+
+
+def time_figure(rows: pd.DataFrame, title: str, path: Path) -> list[Path]:
+    """Seconds against N (log-log), one panel per T (columns) and backend (rows), a line per method."""
+    backends = sorted(rows["backend"].unique(), key=("torch", "jax").index)
+    tags = sorted(rows["T"].unique())
+    colors = {method: f"C{k}" for k, method in enumerate(_ordered(rows["method"]))}  # one colour per method
+    figure, axes = plt.subplots(
+        len(backends), len(tags), figsize=(3.2 * len(tags), 2.8 * len(backends)), squeeze=False, sharex=True
+    )
+    for i, backend in enumerate(backends):
+        for j, num_tags in enumerate(tags):
+            axis = axes[i, j]
+            panel = rows[(rows["backend"] == backend) & (rows["T"] == num_tags)]
+            for method in _ordered(panel["method"]):
+                line = panel[panel["method"] == method].sort_values("N")
+                axis.plot(
+                    line["N"], line["value"], marker="o", markersize=3, label=method, color=colors[method]
+                )
+            axis.set_xscale("log", base=2)
+            axis.set_yscale("log")
+            axis.set_title(f"{backend}, T={num_tags}", fontsize="small")
+            axis.grid(True, which="major", linewidth=0.3)
+            if j == 0:
+                axis.set_ylabel("seconds")
+            if i == len(backends) - 1:
+                axis.set_xlabel("sequence length N")
+    handles = {}
+    for axis in axes.flat:
+        for handle, label in zip(*axis.get_legend_handles_labels(), strict=True):
+            handles.setdefault(label, handle)
+    labels = _ordered(handles)
+    figure.suptitle(title, y=0.99, fontsize="medium")
+    figure.legend(
+        [handles[name] for name in labels],
+        labels,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.95),
+        ncol=len(labels),
+        fontsize="small",
+        frameon=False,
+    )
+    figure.tight_layout(rect=(0, 0, 1, 0.9))
+    return [_save(figure, path)]
+
+
+def speedups(rows: pd.DataFrame) -> pd.DataFrame:
+    """Speed-up of every method over ``crf`` (its time ÷ the method's) per backend, N, T and B."""
+    keys = ["backend", "N", "T", "B"]
+    baseline = rows[rows["method"] == BASELINE].set_index(keys)["value"]
+    others = rows[rows["method"] != BASELINE].set_index(keys)
+    joined = others.join(baseline.rename("baseline"), how="inner")
+    joined["speedup"] = joined["baseline"] / joined["value"]
+    return joined.reset_index()[[*keys, "method", "speedup"]]
+
+
+def speedup_figure(rows: pd.DataFrame, title: str, path: Path) -> list[Path]:
+    """Heatmaps of ``speedups`` on the N × T grid: one panel per method (columns) and backend (rows)."""
+    table = speedups(rows)
+    if table.empty:
+        return []
+    backends = sorted(table["backend"].unique(), key=("torch", "jax").index)
+    methods = _ordered(table["method"])
+    lengths, tags = sorted(rows["N"].unique()), sorted(rows["T"].unique())
+    spread = max(float(np.abs(np.log10(table["speedup"])).max()), 0.5)
+    norm = LogNorm(vmin=10**-spread, vmax=10**spread)
+    figure, axes = plt.subplots(
+        len(backends), len(methods), figsize=(2.6 * len(methods), 2.5 * len(backends) + 0.6), squeeze=False
+    )
+    for i, backend in enumerate(backends):
+        for j, method in enumerate(methods):
+            axis = axes[i, j]
+            cells = table[(table["backend"] == backend) & (table["method"] == method)]
+            grid = cells.pivot_table(index="T", columns="N", values="speedup").reindex(
+                index=tags, columns=lengths
+            )
+            image = axis.imshow(
+                grid.to_numpy(dtype=float), cmap="RdBu", norm=norm, origin="lower", aspect="auto"
+            )
+            for (y, x), value in np.ndenumerate(grid.to_numpy(dtype=float)):
+                if np.isfinite(value):
+                    axis.text(x, y, f"{value:.2g}", ha="center", va="center", fontsize=6)
+            axis.set_xticks(range(len(lengths)), lengths, fontsize=6)
+            axis.set_yticks(range(len(tags)), tags, fontsize=6)
+            axis.set_title(f"{method} ({backend})", fontsize="small")
+            if j == 0:
+                axis.set_ylabel("tag-set size T")
+            if i == len(backends) - 1:
+                axis.set_xlabel("sequence length N")
+    figure.colorbar(image, ax=axes, shrink=0.8, label=f"speed-up over {BASELINE} (×)")
+    figure.suptitle(title, fontsize="medium")
+    return [_save(figure, path)]
+
+
+def _groups(frame: pd.DataFrame, name: str):
+    for (machine, device), group in timings(frame, name).groupby(["machine", "device"], sort=True):
+        yield machine, device, group
+
+
+def scaling_figures(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """Time-against-N figures for every timed operation and speed-up heatmaps for marginals and the
+    training step, per machine and device."""
+    written = []
+    for name, label in TIMED.items():
+        for machine, device, rows in _groups(frame, name):
+            batches = "/".join(str(batch) for batch in sorted(rows["B"].unique()))
+            title = f"{label}: seconds against N ({machine}, {device}, B={batches})"
+            stem = f"{machine}-{device}-{name.removeprefix('time_')}"
+            written += time_figure(rows, title, out_dir / f"scaling-time-{stem}.png")
+            if name in HEATMAPS:
+                written += speedup_figure(
+                    rows,
+                    f"{label}: speed-up over sequential {BASELINE} ({machine}, {device})",
+                    out_dir / f"scaling-speedup-{stem}.png",
+                )
+    return written
+
+
+def caption(path: Path) -> str:
+    """What a figure written by this module shows, from its file name."""
+    kind, machine_device_operation = path.stem.removeprefix("scaling-").split("-", 1)
+    what = (
+        "time against sequence length N per tag-set size T"
+        if kind == "time"
+        else (f"speed-up of each method over sequential {BASELINE} on the N × T grid")
+    )
+    return f"asv scaling ({machine_device_operation}): {what}."
+
+
+def _point(row) -> str:
+    return f"B={int(row['B'])} N={int(row['N'])} T={int(row['T'])}"
+
+
+def roofline_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per machine, device and backend: IBP-10's achieved bandwidth at the largest grid point measured
+    (most arcs B·(N-1)·T²), its fraction of the machine's streaming bandwidth (measured in the same
+    process), and that streaming bandwidth (the faster backend's, from ``MemoryBandwidth``)."""
+    stream = frame[frame["name"] == "track_stream_bandwidth"].groupby(["machine", "device"])["value"].max()
+    ibp = frame[frame["name"] == "track_ibp_bandwidth"].copy()
+    fraction = frame[frame["name"] == "track_ibp_roofline_fraction"]
+    rows = []
+    for (machine, device, backend), group in ibp.groupby(["machine", "device", "backend"], sort=True):
+        arcs = group["B"].astype(int) * (group["N"].astype(int) - 1) * group["T"].astype(int) ** 2
+        largest = group.loc[arcs.idxmax()]
+        share = fraction[
+            (fraction["machine"] == machine)
+            & (fraction["device"] == device)
+            & (fraction["backend"] == backend)
+            & (fraction["N"] == largest["N"])
+            & (fraction["T"] == largest["T"])
+            & (fraction["B"] == largest["B"])
+        ]["value"]
+        rows.append(
+            {
+                "machine": machine,
+                "device": device,
+                "backend": backend,
+                "largest point": _point(largest),
+                "IBP GB/s": round(float(largest["value"]), 2),
+                "share of streaming bandwidth": round(float(share.iloc[0]), 3) if len(share) else None,
+                "streaming GB/s": round(float(stream.get((machine, device), np.nan)), 2),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def peers_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Exact CRF loss forward + backward at B=64, N=50, T=17: each implementation's time and our
+    sequential torch ``crf``'s time as a fraction of it (below 1: ours is faster)."""
+    rows = frame[frame["name"] == "time_loss_and_grad"].dropna(subset=["implementation"])
+    out = []
+    for (machine, device), group in rows.groupby(["machine", "device"], sort=True):
+        ours = group.loc[group["implementation"] == BASELINE, "value"]
+        for _, row in group.iterrows():
+            out.append(
+                {
+                    "machine": machine,
+                    "device": device,
+                    "implementation": row["implementation"],
+                    "ms": round(1000 * float(row["value"]), 3),
+                    "crf (torch) ÷ this": round(float(ours.iloc[0] / row["value"]), 3) if len(ours) else None,
+                }
+            )
+    return pd.DataFrame(out)
+
+
+def crossover_table(frame: pd.DataFrame, method: str = "bcrf-10") -> pd.DataFrame:
+    """Per machine, device, backend and T: the smallest N of the grid from which ``method``'s marginals
+    are faster than sequential ``crf``'s at every larger N measured ("none" when never)."""
+    rows = timings(frame, "time_marginals")
+    out = []
+    for keys, group in rows.groupby(["machine", "device", "backend", "T"], sort=True):
+        pivot = group.pivot_table(index="N", columns="method", values="value").sort_index()
+        if BASELINE not in pivot or method not in pivot:
+            continue
+        both = pivot[[BASELINE, method]].dropna()
+        faster = (both[method] < both[BASELINE]).to_numpy()
+        # the first N after which the method stays faster
+        overtakes = next((n for k, n in enumerate(both.index) if faster[k:].all()), None)
+        machine, device, backend, num_tags = keys
+        out.append(
+            {
+                "machine": machine,
+                "device": device,
+                "backend": backend,
+                "T": int(num_tags),
+                "N measured": f"{int(both.index.min())}–{int(both.index.max())}",
+                f"{method} faster from N": "none" if overtakes is None else int(overtakes),
+            }
+        )
+    return pd.DataFrame(out)
+
+
+def summary_tables(frame: pd.DataFrame) -> dict[str, tuple[str, pd.DataFrame]]:
+    """The scaling summaries that have data, by file stem: (title, table)."""
+    tables = {
+        "scaling-roofline": (
+            "Roofline: IBP-10's achieved bandwidth against streaming bandwidth",
+            roofline_table(frame),
+        ),
+        "scaling-peers": (
+            "Exact CRF loss + gradient at B=64, N=50, T=17 against PyTorch CRF libraries",
+            peers_table(frame),
+        ),
+        "scaling-crossover": ("Where BCRF-10 marginals overtake sequential forward", crossover_table(frame)),
+    }
+    return {stem: (title, table) for stem, (title, table) in tables.items() if not table.empty}

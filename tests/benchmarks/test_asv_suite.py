@@ -1,0 +1,159 @@
+"""The asv suite (``benchmarks/``): its grids, the calls it times (they compute what the contract
+says, in both backends), and every benchmark body once at the smallest grid point on the CPU.
+Nothing here is timed; ``asv check`` validates the suite's structure."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import itertools
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks import common
+
+ROOT = Path(__file__).resolve().parents[2]
+MODULES = ("bench_inference", "bench_quality", "bench_roofline", "bench_peers")
+
+
+def test_an_unknown_profile_is_named(monkeypatch):
+    monkeypatch.setenv(common.PROFILE_VARIABLE, "huge")
+    with pytest.raises(ValueError, match="CRFBENCH_ASV_PROFILE='huge': use one of fast, regular, paper"):
+        common.profile_name()
+    monkeypatch.delenv(common.PROFILE_VARIABLE)
+    assert common.profile_name() == "regular"
+
+
+@pytest.mark.parametrize("name", list(common.PROFILES))
+def test_profiles_are_log_grids_within_the_issue_ranges(name):
+    grid = common.PROFILES[name]
+    for values, low, high in ((grid.lengths, 16, 1024), (grid.num_tags, 8, 512)):
+        assert low <= min(values) and max(values) <= high
+        ratios = {b / a for a, b in itertools.pairwise(values)}
+        assert len(ratios) == 1 and math.log2(ratios.pop()).is_integer()
+
+
+def test_smaller_profiles_are_subgrids():
+    fast, regular, paper = (common.PROFILES[name] for name in ("fast", "regular", "paper"))
+    for axis in ("lengths", "num_tags"):
+        assert set(getattr(fast, axis)) <= set(getattr(regular, axis)) <= set(getattr(paper, axis))
+
+
+def test_the_scan_materialises_a_cube_and_the_cap_skips():
+    assert common.largest_intermediate("crf", 8, 65, 32) == 8 * 64 * 32**2
+    assert common.largest_intermediate("crf-scan", 8, 64, 32) == 8 * 32 * 32**3
+    cap = common.GRID.element_cap["cpu"]
+    with pytest.raises(NotImplementedError, match="elements"):
+        common.skip_unless_fits("bcrf-10", "cpu", 1, cap + 2, 1)
+    common.skip_unless_fits("bcrf-10", "cpu", 1, cap + 1, 1)  # exactly at the cap: runs
+
+
+def _numpy(result):
+    if isinstance(result, tuple | list):
+        return [array for part in result for array in _numpy(part)]
+    if result is None:  # torch leaves the gradient of an unused input (unstructured's transitions) unset
+        return [None]
+    return [np.asarray(result.detach().cpu() if hasattr(result, "detach") else result, dtype=np.float64)]
+
+
+@pytest.mark.parametrize("variant", list(common.VARIANTS))
+@pytest.mark.parametrize("name", common.OPERATIONS)
+def test_the_timed_call_is_the_contract_call_in_both_backends(variant, name):
+    pytest.importorskip("jax")
+    import implementations
+
+    method, options = common.VARIANTS[variant]
+    scores = common.random_scores("torch", "cpu", 3, 6, 4)
+    timed = _numpy(common.operation("torch", variant, name, scores)())
+    emissions, transitions, lengths, tags, start, end = scores
+    module = implementations.get(method, "torch")
+    if name == "loss_and_grad":
+        emissions, transitions = emissions.clone().requires_grad_(), transitions.clone().requires_grad_()
+        total = module.loss(emissions, transitions, lengths, tags, start=start, end=end, **options).sum()
+        total.backward()
+        direct = _numpy((total, emissions.grad, transitions.grad))
+    else:
+        direct = _numpy(
+            getattr(module, name)(emissions, transitions, lengths, start=start, end=end, **options)
+        )
+    jax_timed = _numpy(common.operation("jax", variant, name, common.random_scores("jax", "cpu", 3, 6, 4))())
+    assert len(timed) == len(direct) == len(jax_timed)
+    for ours, contract, other in zip(timed, direct, jax_timed, strict=True):
+        if ours is None:
+            assert contract is None and not other.any()
+            continue
+        np.testing.assert_array_equal(ours, contract)
+        np.testing.assert_allclose(other, ours, rtol=2e-4, atol=2e-5)
+
+
+def _smallest_points(cls):
+    """Every combination of the class's parameters with N, T and B at their smallest, the CPU and
+    torch (JAX's timed calls are checked above; the CI's quick asv run covers its benchmarks)."""
+    fixed = {"device": ["cpu"], "backend": ["torch"]}
+    values = [
+        [min(options)] if name in ("N", "T", "B") else fixed.get(name, list(options))
+        for name, options in zip(cls.param_names, cls.params, strict=True)
+    ]
+    return [point for point in itertools.product(*values) if "crf (jax)" not in point]
+
+
+def _benchmark_classes():
+    for module_name in MODULES:
+        module = importlib.import_module(f"benchmarks.{module_name}")
+        for name, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ == module.__name__ and not name.startswith("_"):
+                yield pytest.param(cls, id=f"{module_name}.{name}")
+
+
+@pytest.mark.parametrize("cls", list(_benchmark_classes()))
+def test_every_benchmark_runs_at_the_smallest_point(cls):
+    bodies = [name for name in dir(cls) if name.startswith(("time_", "peakmem_", "track_"))]
+    assert bodies, f"{cls.__name__} has no benchmark"
+    ran = 0
+    for params in _smallest_points(cls):
+        instance = cls()
+        try:
+            instance.setup(*params)
+        except NotImplementedError:  # no GPU, a missing optional library
+            continue
+        for body in bodies:
+            value = getattr(instance, body)(*params)
+            if body.startswith("track_"):
+                assert value is not None and value >= 0 or math.isnan(value), (body, params, value)
+        ran += 1
+    if cls.__name__ != "GpuMemory" or common.gpu_present("torch"):
+        assert ran, f"{cls.__name__}: every combination was skipped"
+
+
+def test_tracked_quality_values_mean_what_they_say():
+    from benchmarks.bench_quality import BCRFViolation, DecoderAgreement
+
+    agreement = DecoderAgreement()
+    agreement.setup("crf-scan", 16, 8, 4)
+    assert agreement.track_decoder_agreement("crf-scan", 16, 8, 4) == 1.0
+    violation = BCRFViolation()
+    violation.setup("torch", 10, 1.0, 16, 8, 4)
+    more = violation.track_bcrf_violation("torch", 10, 1.0, 16, 8, 4)
+    violation.setup("torch", 5, 1.0, 16, 8, 4)
+    assert 0 <= more < violation.track_bcrf_violation("torch", 5, 1.0, 16, 8, 4)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="asv needs git")
+def test_asv_check_passes():
+    pytest.importorskip("asv")
+    done = subprocess.run(
+        [sys.executable, "-m", "asv", "check", "--python=same"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**__import__("os").environ, common.PROFILE_VARIABLE: "fast"},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "No problems found" in done.stdout

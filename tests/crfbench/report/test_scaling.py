@@ -1,0 +1,147 @@
+"""The asv scaling summaries and figures on tidy tables with known values."""
+
+from __future__ import annotations
+
+import itertools
+
+import pandas as pd
+import pytest
+
+from crfbench.asv_results import COLUMNS
+from crfbench.report import render_report
+from crfbench.report.scaling import (
+    crossover_table,
+    peers_table,
+    roofline_table,
+    scaling_figures,
+    speedups,
+    summary_tables,
+)
+
+from .fixtures import write_paper, write_results
+
+
+def _row(name: str, value: float, **parameters) -> dict:
+    row = dict.fromkeys(COLUMNS, None)
+    row.update(
+        machine="box", commit="a" * 40, date="2026-11-21", benchmark=f"x.{name}", name=name, value=value
+    )
+    row.update({"device": "cpu", **parameters})
+    return row
+
+
+def _frame(rows) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def _marginals(seconds: dict[str, list[float]], lengths=(16, 64, 256, 1024), backend="torch", num_tags=8):
+    return [
+        _row("time_marginals", value, backend=backend, method=method, N=n, T=num_tags, B=8)
+        for method, values in seconds.items()
+        for n, value in zip(lengths, values, strict=True)
+    ]
+
+
+def test_speedup_is_the_baseline_time_over_the_method_time():
+    frame = _frame(_marginals({"crf": [2.0, 4.0, 8.0, 16.0], "bcrf-10": [4.0, 4.0, 2.0, 1.0]}))
+    table = speedups(frame[frame["name"] == "time_marginals"]).set_index("N")["speedup"]
+    assert table.to_dict() == {16: 0.5, 64: 1.0, 256: 4.0, 1024: 16.0}
+
+
+@pytest.mark.parametrize(
+    ("bcrf", "expected"),
+    [
+        ([2.0, 1.5, 0.5, 0.4], 256),  # faster from 256 on
+        ([0.5, 1.5, 0.5, 0.4], 256),  # faster at 16, slower at 64: it overtakes for good at 256
+        ([0.5, 0.5, 0.5, 0.5], 16),
+        ([2.0, 2.0, 2.0, 0.9], 1024),
+        ([2.0, 2.0, 2.0, 2.0], "none"),
+    ],
+)
+def test_crossover_is_the_first_n_from_which_bcrf_stays_faster(bcrf, expected):
+    frame = _frame(_marginals({"crf": [1.0, 1.0, 1.0, 1.0], "bcrf-10": bcrf}))
+    table = crossover_table(frame)
+    assert table["bcrf-10 faster from N"].tolist() == [expected]
+    assert table["N measured"].tolist() == ["16–1024"]
+
+
+def test_roofline_reads_the_largest_point_and_its_own_fraction():
+    rows = [
+        _row("track_stream_bandwidth", 40.0, backend="torch"),
+        _row("track_stream_bandwidth", 50.0, backend="jax"),
+    ]
+    for backend, (n, t, gbs) in itertools.product(
+        ("torch", "jax"), [(16, 512, 10.0), (1024, 32, 20.0), (64, 8, 1.0)]
+    ):
+        scale = 2 if backend == "jax" else 1
+        rows.append(_row("track_ibp_bandwidth", scale * gbs, backend=backend, N=n, T=t, B=8))
+        rows.append(_row("track_ibp_roofline_fraction", scale * gbs / 50, backend=backend, N=n, T=t, B=8))
+    table = roofline_table(_frame(rows)).set_index("backend")
+    # the most arcs: B (N-1) T^2 = 8 * 15 * 512^2 beats 8 * 1023 * 32^2
+    assert table.loc["torch", "largest point"] == "B=8 N=16 T=512"
+    assert table.loc["torch", "IBP GB/s"] == 10.0 and table.loc["jax", "IBP GB/s"] == 20.0
+    assert table.loc["jax", "share of streaming bandwidth"] == pytest.approx(0.4)
+    assert set(table["streaming GB/s"]) == {50.0}
+
+
+def test_peers_table_gives_our_time_as_a_fraction_of_each():
+    seconds = {"crf": 0.002, "pytorch-crf": 0.004, "torch-struct": 0.04}
+    frame = _frame(
+        [_row("time_loss_and_grad", value, implementation=name) for name, value in seconds.items()]
+    )
+    table = peers_table(frame).set_index("implementation")
+    assert table["crf (torch) ÷ this"].to_dict() == {"crf": 1.0, "pytorch-crf": 0.5, "torch-struct": 0.05}
+    assert table.loc["pytorch-crf", "ms"] == 4.0
+
+
+def _suite_frame() -> pd.DataFrame:
+    rows = []
+    for name, backend in itertools.product(
+        ("time_marginals", "time_decode", "time_loss_and_grad"), ("torch", "jax")
+    ):
+        for method, n, t in itertools.product(("crf", "bcrf-10", "meanfield-5"), (16, 64), (8, 32)):
+            seconds = n * t * (2.0 if method == "crf" else 1.0) * 1e-6
+            rows.append(_row(name, seconds, backend=backend, method=method, N=n, T=t, B=8))
+    rows.append(_row("track_stream_bandwidth", 30.0, backend="torch"))
+    rows.append(_row("track_ibp_bandwidth", 3.0, backend="torch", N=64, T=32, B=8))
+    rows.append(_row("track_ibp_roofline_fraction", 0.1, backend="torch", N=64, T=32, B=8))
+    rows.append(_row("time_loss_and_grad", 0.01, implementation="crf"))
+    return _frame(rows)
+
+
+def test_figures_per_operation_and_heatmaps_for_marginals_and_training(tmp_path):
+    written = scaling_figures(_suite_frame(), tmp_path)
+    assert sorted(path.name for path in written) == [
+        "scaling-speedup-box-cpu-loss_and_grad.png",
+        "scaling-speedup-box-cpu-marginals.png",
+        "scaling-time-box-cpu-decode.png",
+        "scaling-time-box-cpu-loss_and_grad.png",
+        "scaling-time-box-cpu-marginals.png",
+    ]
+    assert all(path.stat().st_size > 10_000 for path in written)
+
+
+def test_summaries_with_data_only():
+    assert set(summary_tables(_suite_frame())) == {"scaling-roofline", "scaling-peers", "scaling-crossover"}
+    assert summary_tables(_frame([])) == {}
+
+
+def test_the_report_shows_the_scaling_section(tmp_path):
+    results = write_results(tmp_path / "results", metrics=False)
+    _suite_frame().to_csv(results / "scaling.csv", index=False)
+    out = tmp_path / "out"
+    written = render_report(results, write_paper(tmp_path / "paper.csv"), out)
+    assert out / "tables" / "scaling-roofline.md" in written
+    page = (out / "index.html").read_text()
+    assert "Scaling (asv suite)" in page and "Roofline: IBP-10" in page
+    assert 'src="figures/scaling-speedup-box-cpu-marginals.png"' in page
+    readme = (out / "README.md").read_text()
+    assert "### Where BCRF-10 marginals overtake sequential forward" in readme
+    assert "| box | cpu | torch | 8 | 16–64 | 16 |" in readme
+
+
+def test_without_scaling_results_the_report_says_so(tmp_path):
+    results = write_results(tmp_path / "results", metrics=False)
+    render_report(results, write_paper(tmp_path / "paper.csv"), tmp_path / "out")
+    page = (tmp_path / "out" / "index.html").read_text()
+    assert "scaling.csv is absent" in page and "No asv scaling results." in page

@@ -1,0 +1,66 @@
+import math
+
+import pandas as pd
+import pytest
+
+from crfbench.asv_results import COLUMNS, read_asv_results, write_scaling_table
+
+from .asv_fixture import write_asv_results
+
+MARGINALS = "bench_inference.Marginals.time_marginals"
+BANDWIDTH = "bench_roofline.MemoryBandwidth.track_stream_bandwidth"
+
+
+def _marginals(values):
+    return (("backend", "method", "N"), (("torch",), ("crf", "bcrf-10"), (16, 64)), values, "seconds")
+
+
+def test_one_row_per_combination_with_a_number_and_parameters_by_name(tmp_path):
+    write_asv_results(
+        tmp_path,
+        "cpu-box",
+        "a" * 40,
+        1_700_000_000_000,
+        {
+            MARGINALS: _marginals([1.0, 2.0, math.nan, None]),
+            BANDWIDTH: (("backend", "device"), (("torch", "jax"), ("cpu",)), [40.0, 50.0], "GB/s"),
+        },
+    )
+    frame = read_asv_results(tmp_path)
+    assert list(frame.columns) == list(COLUMNS)
+    timed = frame[frame["benchmark"] == MARGINALS]
+    # skipped (NaN) and failed (None) combinations have no row; the others keep their parameters
+    assert timed[["method", "N", "value"]].values.tolist() == [["crf", 16, 1.0], ["crf", 64, 2.0]]
+    assert set(timed["name"]) == {"time_marginals"} and set(timed["unit"]) == {"seconds"}
+    assert timed["device"].isna().all()
+    stream = frame[frame["benchmark"] == BANDWIDTH].set_index("backend")["value"]
+    assert stream.to_dict() == {"torch": 40.0, "jax": 50.0}
+    assert set(frame["machine"]) == {"cpu-box"} and set(frame["commit"]) == {"a" * 40}
+
+
+def test_the_latest_run_of_each_machine_is_read(tmp_path):
+    write_asv_results(tmp_path, "box", "a" * 40, 1_000, {MARGINALS: _marginals([1.0, 1.0, 1.0, 1.0])})
+    write_asv_results(tmp_path, "box", "b" * 40, 2_000, {MARGINALS: _marginals([2.0, 2.0, 2.0, 2.0])})
+    write_asv_results(tmp_path, "other", "a" * 40, 1_000, {MARGINALS: _marginals([3.0, 3.0, 3.0, 3.0])})
+    frame = read_asv_results(tmp_path)
+    latest = frame.groupby("machine")[["commit", "value"]].agg(set)
+    assert latest.loc["box", "commit"] == {"b" * 40} and latest.loc["box", "value"] == {2.0}
+    assert latest.loc["other", "value"] == {3.0}
+
+
+def test_the_table_is_written_and_reads_back(tmp_path):
+    write_asv_results(tmp_path / "asv", "box", "a" * 40, 1_000, {MARGINALS: _marginals([1.5, 2.5, 3.5, 4.5])})
+    out = tmp_path / "scaling.csv"
+    frame = write_scaling_table(tmp_path / "asv", out)
+    back = pd.read_csv(out)
+    assert back["value"].tolist() == frame["value"].tolist() == [1.5, 2.5, 3.5, 4.5]
+
+
+def test_missing_catalogue_and_unknown_parameters_are_named(tmp_path):
+    with pytest.raises(ValueError, match="benchmarks.json: missing"):
+        read_asv_results(tmp_path)
+    write_asv_results(
+        tmp_path, "box", "a" * 40, 1_000, {MARGINALS: (("colour",), (("red",),), [1.0], "seconds")}
+    )
+    with pytest.raises(ValueError, match="parameter 'colour'"):
+        read_asv_results(tmp_path)
