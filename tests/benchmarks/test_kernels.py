@@ -16,26 +16,13 @@ The asv suite (``benchmarks/``) times whole methods over the N x T grid.
 
 from __future__ import annotations
 
-import os
+import numpy as np
+import pytest
 
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
-
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from implementations.interop import from_numpy  # noqa: E402
+from implementations.interop import from_numpy
 
 BATCH, LENGTH = 64, 50
 TAGS = pytest.mark.parametrize("num_tags", [17, 128])
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def _arrays(backend: str, *shapes: tuple[int, ...]):

@@ -10,32 +10,18 @@ a smoke check; time it with::
     python -m pytest tests/benchmarks --benchmark-enable --benchmark-only \
         --benchmark-columns=median,iqr,rounds
 
-One thread (torch ``set_num_threads(1)``; XLA ``--xla_cpu_multi_thread_eigen=false
-intra_op_parallelism_threads=1``, set before JAX starts computing) because the default two threads
-stall for hundreds of ms on a loaded 2-core machine.
+One thread: see ``conftest.py``.
 """
 
 from __future__ import annotations
 
-import os
+import pytest
+import torch
 
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-import implementations  # noqa: E402
-from implementations import peers  # noqa: E402
+import implementations
+from implementations import peers
 
 BATCH, LENGTH, NUM_TAGS = 64, 50, 17
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
