@@ -151,25 +151,22 @@ def speedup_figure(rows: pd.DataFrame, title: str, path: Path) -> list[Path]:
     return [_save(figure, path)]
 
 
-def _groups(frame: pd.DataFrame, name: str):
-    for (machine, device), group in timings(frame, name).groupby(["machine", "device"], sort=True):
-        yield machine, device, group
-
-
 def scaling_figures(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
     """Time-against-N figures for every timed operation and speed-up heatmaps for marginals and the
-    training step, per machine and device."""
+    training step, per machine, device and batch size."""
     written = []
     for name, label in TIMED.items():
-        for machine, device, rows in _groups(frame, name):
-            batches = "/".join(str(batch) for batch in sorted(rows["B"].unique()))
-            title = f"{label}: seconds against N ({machine}, {device}, B={batches})"
-            stem = f"{machine}-{device}-{name.removeprefix('time_')}"
-            written += time_figure(rows, title, out_dir / f"scaling-time-{stem}.png")
+        # one figure per machine, device and batch size (a panel's lines need one B)
+        for (machine, device, batch), rows in timings(frame, name).groupby(["machine", "device", "B"]):
+            where = f"{machine}, {device}, B={batch}"
+            stem = f"{machine}-{device}-B{batch}-{name.removeprefix('time_')}"
+            written += time_figure(
+                rows, f"{label}: seconds against N ({where})", out_dir / f"scaling-time-{stem}.png"
+            )
             if name in HEATMAPS:
                 written += speedup_figure(
                     rows,
-                    f"{label}: speed-up over sequential {BASELINE} ({machine}, {device})",
+                    f"{label}: speed-up over sequential {BASELINE} ({where})",
                     out_dir / f"scaling-speedup-{stem}.png",
                 )
     return written

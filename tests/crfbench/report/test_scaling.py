@@ -112,11 +112,11 @@ def _suite_frame() -> pd.DataFrame:
 def test_figures_per_operation_and_heatmaps_for_marginals_and_training(tmp_path):
     written = scaling_figures(_suite_frame(), tmp_path)
     assert sorted(path.name for path in written) == [
-        "scaling-speedup-box-cpu-loss_and_grad.png",
-        "scaling-speedup-box-cpu-marginals.png",
-        "scaling-time-box-cpu-decode.png",
-        "scaling-time-box-cpu-loss_and_grad.png",
-        "scaling-time-box-cpu-marginals.png",
+        "scaling-speedup-box-cpu-B8-loss_and_grad.png",
+        "scaling-speedup-box-cpu-B8-marginals.png",
+        "scaling-time-box-cpu-B8-decode.png",
+        "scaling-time-box-cpu-B8-loss_and_grad.png",
+        "scaling-time-box-cpu-B8-marginals.png",
     ]
     assert all(path.stat().st_size > 10_000 for path in written)
 
@@ -134,7 +134,7 @@ def test_the_report_shows_the_scaling_section(tmp_path):
     assert out / "tables" / "scaling-roofline.md" in written
     page = (out / "index.html").read_text()
     assert "Scaling (asv suite)" in page and "Roofline: IBP-10" in page
-    assert 'src="figures/scaling-speedup-box-cpu-marginals.png"' in page
+    assert 'src="figures/scaling-speedup-box-cpu-B8-marginals.png"' in page
     readme = (out / "README.md").read_text()
     assert "### Where BCRF-10 marginals overtake sequential forward" in readme
     assert "| box | cpu | torch | 8 | 16–64 | 16 |" in readme
@@ -145,3 +145,17 @@ def test_without_scaling_results_the_report_says_so(tmp_path):
     render_report(results, write_paper(tmp_path / "paper.csv"), tmp_path / "out")
     page = (tmp_path / "out" / "index.html").read_text()
     assert "scaling.csv is absent" in page and "No asv scaling results." in page
+
+
+def test_each_batch_size_gets_its_own_figures(tmp_path):
+    frame = _frame(
+        _marginals({"crf": [1.0, 1.0, 1.0, 1.0], "bcrf-10": [2.0, 2.0, 2.0, 2.0]})
+        + [{**row, "B": 64} for row in _marginals({"crf": [3.0] * 4, "bcrf-10": [1.0] * 4})]
+    )
+    names = sorted(path.name for path in scaling_figures(frame, tmp_path))
+    assert names == [
+        "scaling-speedup-box-cpu-B64-marginals.png",
+        "scaling-speedup-box-cpu-B8-marginals.png",
+        "scaling-time-box-cpu-B64-marginals.png",
+        "scaling-time-box-cpu-B8-marginals.png",
+    ]
