@@ -19,7 +19,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
 from typing import Any, NamedTuple  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -48,7 +48,7 @@ class Grid:
     repeat: tuple[int, int, float]  # asv: (min samples, max samples, max seconds)
     rounds: int  # asv: interleaved rounds of every benchmark
     #: largest number of float32 elements a method's biggest intermediate may hold, per device
-    element_cap: dict[str, int] = field(default_factory=dict)
+    element_cap: dict[str, int]
 
 
 PROFILES = {

@@ -13,7 +13,6 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from ..io import save_atomic  # noqa: E402
-from . import scaling  # noqa: E402
 from .layout import (  # noqa: E402
     DATASET_LABELS,
     DECODER_ITERATIONS,
@@ -29,9 +28,10 @@ from .tables import Table  # noqa: E402
 FAMILIES = {"MF": ("mf-5", "mf-10"), "BCRF": ("bcrf-5", "bcrf-10")}
 
 
-def _save(figure: Figure, path: Path) -> Path:
+def save_png(figure: Figure, path: Path, dpi: int = 110) -> Path:
+    """Write ``figure`` to ``path`` as a reproducible PNG (no software stamp), atomically, and close it."""
     save_atomic(
-        path, lambda temporary: figure.savefig(temporary, format="png", dpi=110, metadata={"Software": None})
+        path, lambda temporary: figure.savefig(temporary, format="png", dpi=dpi, metadata={"Software": None})
     )
     plt.close(figure)
     return path
@@ -114,7 +114,7 @@ def iteration_figures(scores: pd.DataFrame, paper: Paper, out_dir: Path) -> list
         )
         figure.suptitle(f"{DATASET_LABELS[dataset]} ({dataset}), trained with {TRAIN_LABELS[train]}")
         figure.tight_layout()
-        written.append(_save(figure, out_dir / f"iterations-{dataset}.png"))
+        written.append(save_png(figure, out_dir / f"iterations-{dataset}.png"))
     return written
 
 
@@ -160,13 +160,11 @@ def speedup_figure(table: Table, path: Path) -> list[Path]:
     axis.set_title(f"Table {table.spec.id}: {table.spec.title}", fontsize="medium")
     axis.legend(fontsize="small")
     figure.tight_layout()
-    return [_save(figure, path)]
+    return [save_png(figure, path)]
 
 
 def caption(path: Path) -> str:
-    """What a figure of the report shows, from its file name."""
-    if path.stem.startswith("scaling-"):
-        return scaling.caption(path)
+    """What a figure written by this module shows, from its file name."""
     if path.stem.startswith("iterations-"):
         dataset = path.stem.removeprefix("iterations-")
         return f"{dataset}: test score of CRF-trained models against MF / BCRF iterations (Viterbi dashed)."

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .figures import caption
+from . import figures, scaling
 from .render import GENERATED, html_fragment
 from .tables import Table
 
@@ -44,6 +44,11 @@ class Report:
     missing: tuple[str, ...]
     sources: pd.DataFrame
     protocols: pd.DataFrame
+
+
+def _caption(path: Path) -> str:
+    """What a figure of the report shows, from its file name."""
+    return (scaling if path.stem.startswith("scaling-") else figures).caption(path)
 
 
 def table_file(table: Table, extension: str) -> Path:
@@ -94,8 +99,8 @@ def index_html(report: Report) -> str:
         for stem, title, frame in report.summaries
     ]
     figures = [
-        f'<figure><img src="{html.escape(path.as_posix())}" alt="{html.escape(caption(path))}">'
-        f"<figcaption>{html.escape(caption(path))}</figcaption></figure>"
+        f'<figure><img src="{html.escape(path.as_posix())}" alt="{html.escape(_caption(path))}">'
+        f"<figcaption>{html.escape(_caption(path))}</figcaption></figure>"
         for path in report.figures
     ]
     body = [
@@ -158,7 +163,7 @@ def readme(report: Report) -> str:
         "",
     ]
     for table in report.tables:
-        links = " · ".join(f"[{ext}]({table_file(table, ext).as_posix()})" for ext in FORMATS)
+        links = _links(Path("tables") / table.spec.stem, FORMATS)
         lines.append(f"- Table {table.spec.id}: {table.spec.title} — {links}")
     lines += ["", "## Scaling (asv suite)", "", SCALING_INTRO, ""]
     for stem, title, frame in report.summaries:
@@ -173,7 +178,7 @@ def readme(report: Report) -> str:
     if not report.summaries:
         lines += ["No asv scaling results.", ""]
     lines += ["## Figures", ""]
-    lines += [f"- [{path.name}]({path.as_posix()}): {caption(path)}" for path in report.figures] or [
+    lines += [f"- [{path.name}]({path.as_posix()}): {_caption(path)}" for path in report.figures] or [
         "- None."
     ]
     lines += ["", "## Differences from the paper's protocol (all tables)", ""]

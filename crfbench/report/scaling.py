@@ -16,7 +16,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.colors import LogNorm  # noqa: E402
 
 from ..asv_results import COLUMNS  # noqa: E402
-from ..io import save_atomic  # noqa: E402
+from .figures import save_png  # noqa: E402
 
 SCALING_FILE = "scaling.csv"
 #: Methods in the order of the figures' legends and panels.
@@ -35,14 +35,6 @@ def read_scaling(path: Path) -> pd.DataFrame:
     if missing:
         raise ValueError(f"{path}: missing columns {', '.join(missing)} (write it with `crfbench scaling`)")
     return frame
-
-
-def _save(figure, path: Path) -> Path:
-    save_atomic(
-        path, lambda temporary: figure.savefig(temporary, format="png", dpi=100, metadata={"Software": None})
-    )
-    plt.close(figure)
-    return path
 
 
 def _ordered(methods) -> list[str]:
@@ -100,7 +92,7 @@ def time_figure(rows: pd.DataFrame, title: str, path: Path) -> list[Path]:
         frameon=False,
     )
     figure.tight_layout(rect=(0, 0, 1, 0.9))
-    return [_save(figure, path)]
+    return [save_png(figure, path, dpi=100)]
 
 
 def speedups(rows: pd.DataFrame) -> pd.DataFrame:
@@ -148,7 +140,7 @@ def speedup_figure(rows: pd.DataFrame, title: str, path: Path) -> list[Path]:
                 axis.set_xlabel("sequence length N")
     figure.colorbar(image, ax=axes, shrink=0.8, label=f"speed-up over {BASELINE} (×)")
     figure.suptitle(title, fontsize="medium")
-    return [_save(figure, path)]
+    return [save_png(figure, path, dpi=100)]
 
 
 def scaling_figures(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
