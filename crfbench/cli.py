@@ -4,9 +4,72 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import implementations
+
+from . import io
+from .io import CorruptFileError
+
+#: Errors that mean the user's input is at fault (a setting, an argument, a file): reported as one
+#: line ``crfbench <command>: error: <message>`` with exit status 2. Anything else is a bug and
+#: keeps its traceback.
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    ValueError,  # a bad setting or file content (json.JSONDecodeError and UnicodeDecodeError too)
+    FileNotFoundError,
+    IsADirectoryError,
+    NotADirectoryError,
+    PermissionError,
+    CorruptFileError,  # a truncated or damaged input file
+)
+
+
+def one_line(message: object) -> str:
+    """``message`` on one line: its lines joined with "; " (a user error is one line on stderr)."""
+    return "; ".join(line.strip() for line in str(message).splitlines() if line.strip())
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line too (``--help`` still shows the usage)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
+
+
+def _checked(check: Callable[[str], object], name: str) -> Callable[[str], object]:
+    """An argparse ``type`` that runs ``check`` and reports a user error as a bad argument value."""
+
+    def convert(text: str) -> object:
+        try:
+            return check(text)
+        except USER_ERRORS as error:
+            raise argparse.ArgumentTypeError(one_line(error)) from None
+
+    convert.__name__ = name  # argparse names the type in some messages
+    return convert
+
+
+def _integer(least: int) -> Callable[[str], int]:
+    def convert(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < least:
+            kind = "a positive integer" if least == 1 else f"an integer >= {least}"
+            raise ValueError(f"must be {kind}, got {text!r}")
+        return value
+
+    return convert
+
+
+positive_int = _checked(_integer(1), "positive integer")
+non_negative_int = _checked(_integer(0), "non-negative integer")
+input_file = _checked(lambda text: io.check_input_file(Path(text)), "input file")
+input_dir = _checked(lambda text: io.check_input_dir(Path(text)), "input directory")
+output_file = _checked(lambda text: io.check_output_file(Path(text)), "output file")
+output_dir = _checked(lambda text: io.check_output_dir(Path(text)), "output directory")
 
 
 def _agree(args: argparse.Namespace) -> int:
@@ -24,6 +87,7 @@ def _agree(args: argparse.Namespace) -> int:
 
 
 def _config(args: argparse.Namespace):
+    """The run settings of ``--config``/``--set`` (the engine checks their device before writing)."""
     from .config import load_config
 
     return load_config(args.config, args.set)
@@ -38,6 +102,7 @@ def _train(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         stop_after=args.stop_after,
         progress=args.progress,
+        restart_if_changed=args.restart_if_changed,
     )
     metric = summary["selection_metric"]
     state = "finished" if summary["finished"] else f"stopped after epoch {summary['epochs_done']}"
@@ -81,6 +146,7 @@ def _time(args: argparse.Namespace) -> int:
         warmup=args.warmup,
         data_dir=args.data_dir,
         progress=args.progress,
+        restart_if_changed=args.restart_if_changed,
     )
     medians = table.groupby(["kind", "name"], sort=False).seconds.median()
     print(medians.to_string())
@@ -118,12 +184,13 @@ def _data(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    import json
-
     from .report import render_report
 
-    payload = json.loads(args.notes.read_text()) if args.notes else {}
-    notes = {key: list(value) for key, value in payload.get("notes", {}).items()}
+    payload = io.read_json(args.notes) if args.notes else {}
+    notes = payload.get("notes", {}) if isinstance(payload, dict) else None
+    if not isinstance(notes, dict) or not all(isinstance(value, list) for value in notes.values()):
+        raise CorruptFileError(f"{args.notes}: expected {{profile, notes: {{table id: [sentences]}}}}")
+    notes = {key: list(value) for key, value in notes.items()}
     if payload.get("profile"):
         notes["all"] = [f"Pipeline profile: {payload['profile']}.", *notes.get("all", [])]
     written = render_report(args.results, args.paper, args.out, notes)
@@ -131,8 +198,17 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_restart_argument(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--restart-if-changed",
+        action="store_true",
+        help="a --run-dir made with other settings is emptied and the run started afresh "
+        "(the pipeline's rules use this); without it such a folder is refused",
+    )
+
+
 def _add_config_arguments(command: argparse.ArgumentParser) -> None:
-    command.add_argument("--config", type=Path, help="YAML/JSON run settings (see crfbench/config.py)")
+    command.add_argument("--config", type=input_file, help="YAML/JSON run settings (see crfbench/config.py)")
     command.add_argument(
         "--set",
         action="append",
@@ -151,7 +227,7 @@ def _add_common_arguments(command: argparse.ArgumentParser) -> None:
 
 def parser() -> argparse.ArgumentParser:
     """The argument parser, one sub-command per job."""
-    main = argparse.ArgumentParser(prog="crfbench", description=__doc__)
+    main = _Parser(prog="crfbench", description=__doc__)
     commands = main.add_subparsers(dest="command", required=True)
     agree = commands.add_parser(
         "agree", help="compare every method across backends and with NumPy oracles; exit 1 on disagreement"
@@ -160,8 +236,8 @@ def parser() -> argparse.ArgumentParser:
         "--backends", nargs="+", choices=implementations.BACKENDS, default=list(implementations.BACKENDS)
     )
     agree.add_argument("--quick", action="store_true", help="small grid (N <= 8, T <= 5), for tests")
-    agree.add_argument("--csv", type=Path, default=Path("results/agreement/agreement.csv"))
-    agree.add_argument("--report", type=Path, default=Path("reports/agreement.md"))
+    agree.add_argument("--csv", type=output_file, default=Path("results/agreement/agreement.csv"))
+    agree.add_argument("--report", type=output_file, default=Path("reports/agreement.md"))
     agree.set_defaults(handler=_agree)
 
     from .objectives import DECODERS, LOSSES
@@ -171,20 +247,23 @@ def parser() -> argparse.ArgumentParser:
     )
     _add_config_arguments(train)
     _add_common_arguments(train)
-    train.add_argument("--run-dir", type=Path, required=True, help="folder for config, checkpoints, model")
     train.add_argument(
-        "--stop-after", type=int, help="stop after this many epochs in this call (resume later)"
+        "--run-dir", type=output_dir, required=True, help="folder for config, checkpoints, model"
     )
+    train.add_argument(
+        "--stop-after", type=positive_int, help="stop after this many epochs in this call (resume later)"
+    )
+    _add_restart_argument(train)
     train.set_defaults(handler=_train)
 
     evaluate = commands.add_parser(
         "evaluate", help="decode dev/test with every decoder; write evaluation.csv"
     )
     _add_common_arguments(evaluate)
-    evaluate.add_argument("--run-dir", type=Path, required=True, help="a folder written by `train`")
+    evaluate.add_argument("--run-dir", type=input_dir, required=True, help="a folder written by `train`")
     evaluate.add_argument("--decoders", nargs="+", choices=list(DECODERS), default=list(DECODERS))
     evaluate.add_argument("--splits", nargs="+", choices=["dev", "test"], default=["dev", "test"])
-    evaluate.add_argument("--batch-size", type=int, help="decoding batch size (default: the run's)")
+    evaluate.add_argument("--batch-size", type=positive_int, help="decoding batch size (default: the run's)")
     evaluate.set_defaults(handler=_evaluate)
 
     timing = commands.add_parser(
@@ -195,50 +274,60 @@ def parser() -> argparse.ArgumentParser:
     _add_common_arguments(timing)
     timing.add_argument(
         "--run-dir",
-        type=Path,
+        type=output_dir,
         required=True,
         help="folder for timing.csv and config.json (may be a trained run)",
     )
     timing.add_argument("--losses", nargs="+", choices=list(LOSSES), help="default: all that fit the data")
     timing.add_argument("--decoders", nargs="+", choices=list(DECODERS), default=list(DECODERS))
-    timing.add_argument("--batches", type=int, default=5, help="batches per item and round")
-    timing.add_argument("--rounds", type=int, default=5, help="timed rounds")
-    timing.add_argument("--warmup", type=int, default=1, help="untimed rounds first")
+    timing.add_argument("--batches", type=positive_int, default=5, help="batches per item and round")
+    timing.add_argument("--rounds", type=positive_int, default=5, help="timed rounds")
+    timing.add_argument("--warmup", type=non_negative_int, default=1, help="untimed rounds first")
+    _add_restart_argument(timing)
     timing.set_defaults(handler=_time)
 
     facts = commands.add_parser("data", help="check a dataset's files and write its facts (sizes, protocol)")
     facts.add_argument("name", help="dataset name (see crfbench.data.DATASETS)")
     facts.add_argument("--data-dir", help="corpus folder (default: $CRFBENCH_DATA)")
-    facts.add_argument("--out", type=Path, required=True, help="JSON file to write")
+    facts.add_argument("--out", type=output_file, required=True, help="JSON file to write")
     facts.set_defaults(handler=_data)
 
     report = commands.add_parser("report", help="render the paper's tables and figures from results/")
     report.add_argument(
         "--results", type=Path, default=Path("results"), help="folder with metrics.csv, timing.csv"
     )
-    report.add_argument("--paper", type=Path, required=True, help="the paper's numbers (bcrf_tables.csv)")
-    report.add_argument("--notes", type=Path, help="JSON {profile, notes: {table id: [sentences]}}")
-    report.add_argument("--out", type=Path, default=Path("reports"), help="folder to write")
+    report.add_argument(
+        "--paper", type=input_file, required=True, help="the paper's numbers (bcrf_tables.csv)"
+    )
+    report.add_argument("--notes", type=input_file, help="JSON {profile, notes: {table id: [sentences]}}")
+    report.add_argument("--out", type=output_dir, default=Path("reports"), help="folder to write")
     report.set_defaults(handler=_report)
 
     scaling = commands.add_parser("scaling", help="tidy the latest asv results of every machine into one CSV")
     scaling.add_argument("--asv", type=Path, default=Path("results/asv"), help="asv results folder")
-    scaling.add_argument("--out", type=Path, default=Path("results/scaling.csv"), help="CSV file to write")
+    scaling.add_argument(
+        "--out", type=output_file, default=Path("results/scaling.csv"), help="CSV file to write"
+    )
     scaling.set_defaults(handler=_scaling)
 
     gather = commands.add_parser("aggregate", help="concatenate per-run tidy CSVs into one table")
-    gather.add_argument("files", nargs="+", type=Path, help="evaluation.csv or timing.csv files")
-    gather.add_argument("--out", type=Path, required=True, help="CSV file to write")
+    gather.add_argument("files", nargs="+", type=input_file, help="evaluation.csv or timing.csv files")
+    gather.add_argument("--out", type=output_file, required=True, help="CSV file to write")
     gather.set_defaults(handler=_aggregate)
     return main
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; a user error (``USER_ERRORS``) is one line on stderr and exit status 2.
+
+    Arguments are checked as they are parsed (sizes, paths) and settings before a command writes
+    anything, and every output is written atomically, so a refused command leaves nothing behind.
+    """
     args = parser().parse_args(argv)
     try:
         return args.handler(args)
-    except (ValueError, FileNotFoundError) as error:
-        print(f"crfbench {args.command}: error: {error}", file=sys.stderr)
+    except USER_ERRORS as error:
+        print(f"crfbench {args.command}: error: {one_line(error)}", file=sys.stderr)
         return 2
 
 

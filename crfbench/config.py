@@ -7,15 +7,20 @@ result so that no choice is hidden.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
 import yaml
 
+from .io import read_text
 from .models import ScorerConfig
+from .models.config import check_field_types
 from .objectives import DECODERS, LOSSES
 
 #: Adam learning rates of paper App. I: from scratch / fine-tuning a pretrained encoder.
@@ -48,6 +53,8 @@ class RunConfig:
     threads: int | None = 1  # torch CPU threads; None leaves torch's default
 
     def __post_init__(self) -> None:
+        check_field_types(self, lambda name: f"{name}:")
+        parse_device(self.device)
         if self.loss not in LOSSES:
             raise ValueError(f"loss: {self.loss!r} is not one of {', '.join(LOSSES)}")
         if self.encoder_name is None:
@@ -90,13 +97,45 @@ class RunConfig:
         if "dataset" not in values:
             raise ValueError("dataset: a run needs a dataset name")
         values = dict(values)
-        values["scorer"] = ScorerConfig.from_dict(values.get("scorer") or {})
+        scorer = values.get("scorer") or {}
+        if not isinstance(scorer, dict):
+            raise ValueError(f"scorer: must be a mapping of scorer settings, got {scorer!r}")
+        values["scorer"] = ScorerConfig.from_dict(scorer)
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
         values = dataclasses.asdict(self)
         values["scorer"] = self.scorer.to_dict()
         return values
+
+
+def parse_device(device: str) -> torch.device:
+    """``device`` as a torch device; ValueError naming the setting when it is not one we run on."""
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, ValueError):
+        parsed = None
+    if parsed is None or parsed.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"device: {device!r} is not a device to run on; use cpu, cuda or cuda:<index>")
+    return parsed
+
+
+def check_device_available(device: str) -> torch.device:
+    """The torch device ``device`` when this machine has it; ValueError naming the setting otherwise.
+
+    Separate from ``RunConfig`` so that settings for a GPU can be checked (and recorded runs read)
+    on a machine without one; commands call it before they write anything.
+    """
+    parsed = parse_device(device)
+    if parsed.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if not count:
+            raise ValueError(f"device: {device!r} is not available: this machine has no CUDA device")
+        if parsed.index is not None and parsed.index >= count:
+            raise ValueError(f"device: {device!r} is not available: this machine has {count} CUDA device(s)")
+    if parsed.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device: {device!r} is not available on this machine")
+    return parsed
 
 
 def set_dotted(values: dict[str, Any], assignment: str) -> None:
@@ -113,11 +152,11 @@ def set_dotted(values: dict[str, Any], assignment: str) -> None:
     target[leaf] = yaml.safe_load(text)
 
 
-def load_config(path: Path | None, overrides: list[str] = ()) -> RunConfig:
+def load_config(path: Path | None, overrides: Sequence[str] = ()) -> RunConfig:
     """Read a YAML or JSON run config (or start empty) and apply ``key=value`` overrides."""
     values: dict[str, Any] = {}
     if path is not None:
-        text = Path(path).read_text()
+        text = read_text(path)
         try:  # JSON by its own parser: YAML 1.1 reads a number like 5e-05 as a string
             values = json.loads(text) if Path(path).suffix == ".json" else yaml.safe_load(text) or {}
         except (json.JSONDecodeError, yaml.YAMLError) as error:
@@ -126,10 +165,22 @@ def load_config(path: Path | None, overrides: list[str] = ()) -> RunConfig:
             ) from None
         if not isinstance(values, dict):
             raise ValueError(f"{path}: expected a mapping of run settings at the top level")
+    from_file = copy.deepcopy(values)
     for assignment in overrides:
         set_dotted(values, assignment)
     try:
         return RunConfig.from_dict(values)
     except (TypeError, ValueError) as error:
-        where = f"{path}: " if path is not None else ""
-        raise ValueError(f"{where}{error}") from None
+        raise ValueError(f"{_blame(path, from_file, overrides)}{error}") from None
+
+
+def _blame(path: Path | None, from_file: dict[str, Any], overrides: Sequence[str]) -> str:
+    """The prefix of a settings error: the file, unless it is fine alone and an override is at fault."""
+    if overrides:
+        try:
+            RunConfig.from_dict(from_file)
+        except (TypeError, ValueError):
+            pass
+        else:
+            return "--set: "
+    return f"{path}: " if path is not None else ""

@@ -12,18 +12,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
-import torch
 from tqdm.auto import tqdm
 
 from . import environment
-from .config import RunConfig
-from .experiment import load_dataset, predict, read_run_config
+from .config import RunConfig, check_device_available
+from .experiment import EVALUATION_FILE, MODEL_FILE, load_dataset, predict, read_run_config
 from .io import write_atomic
 from .metrics import score
 from .objectives import DECODERS, describe
-from .train import MODEL_FILE, load_model
+from .train import load_model
 
-EVALUATION_FILE = "evaluation.csv"
 SPLITS = ("dev", "test")
 
 
@@ -59,11 +57,15 @@ def evaluate(
     for split in splits:
         if split not in SPLITS:
             raise ValueError(f"splits: {split!r} is not one of {', '.join(SPLITS)}")
+    if batch_size is not None and (
+        not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1
+    ):
+        raise ValueError(f"batch_size: must be a positive integer, got {batch_size!r}")
     if not (run_dir / MODEL_FILE).exists():
         raise FileNotFoundError(f"{run_dir / MODEL_FILE}: no trained model; run `crfbench train` first")
     config = read_run_config(run_dir)
+    device = check_device_available(config.device)
     environment.set_threads(config.threads)
-    device = torch.device(config.device)
     dataset = load_dataset(config, data_dir)
     scorer, saved = load_model(run_dir / MODEL_FILE, device)
     if tuple(saved["tags"]) != dataset.tagset.tags:

@@ -4,7 +4,6 @@ arguments, and batched decoding."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from . import data, environment
 from .batching import length_sorted_batches, select
 from .config import RunConfig
 from .data.types import Dataset, Sentence, TagSet
-from .io import write_json
+from .io import check_fields, read_json, write_json
 from .models import Scorer
 from .objectives import ChainScores, Inference, chain_scores, is_partial
 
@@ -38,26 +37,55 @@ def load_dataset(config: RunConfig, data_dir: str | Path | None = None) -> Datas
             "split is partially annotated; use crf-partial or bcrf-partial"
         )
     cut = lambda split, limit: split if limit is None else split[:limit]  # noqa: E731
-    return dataclasses.replace(
+    dataset = dataclasses.replace(
         dataset,
         train=cut(dataset.train, config.max_train_sentences),
         dev=cut(dataset.dev, config.max_eval_sentences),
         test=cut(dataset.test, config.max_eval_sentences),
     )
+    for split in ("train", "dev", "test"):
+        if not getattr(dataset, split):
+            raise ValueError(
+                f"dataset: {config.dataset}'s {split} split has no sentences ({dataset.options})"
+            )
+    return dataset
 
 
 CONFIG_FILE = "config.json"
+CHECKPOINT_FILE, MODEL_FILE, SUMMARY_FILE = "checkpoint.pt", "model.pt", "train.json"
+EVALUATION_FILE, TIMING_FILE = "evaluation.csv", "timing.csv"
+#: Everything the engine writes into a run directory; the settings record goes last when a run is
+#: discarded, so an interrupted discard is finished by the next call instead of mixing two runs.
+RUN_FILES = (CHECKPOINT_FILE, MODEL_FILE, SUMMARY_FILE, EVALUATION_FILE, TIMING_FILE, CONFIG_FILE)
 
 
-def record_run(run_dir: Path, config: RunConfig, dataset: Dataset, device: torch.device) -> None:
+def record_run(
+    run_dir: Path,
+    config: RunConfig,
+    dataset: Dataset,
+    device: torch.device,
+    *,
+    restart_if_changed: bool = False,
+) -> None:
     """Write ``run_dir/config.json`` (settings, dataset facts, environment), or check that an
-    existing one (a run being resumed, or timed after training) has the same settings."""
+    existing one (a run being resumed, or timed after training) has the same settings.
+
+    A directory made with other settings is refused, or with ``restart_if_changed`` emptied of the
+    engine's files (``RUN_FILES``) so the run starts afresh: what a pipeline wants when a setting
+    of the config changed, or when a run failed on settings that have since been fixed.
+    """
     path = Path(run_dir) / CONFIG_FILE
     if path.exists():
-        previous = json.loads(path.read_text())["config"]
-        if previous != config.to_dict():
-            raise ValueError(f"{path}: this run directory was made with different settings; use a new one")
-        return
+        previous = check_fields(path, read_json(path), ("config",))["config"]
+        if previous == config.to_dict():
+            return
+        if not restart_if_changed:
+            raise ValueError(
+                f"{path}: this run directory was made with different settings; use a new one "
+                "(or --restart-if-changed to discard that run)"
+            )
+        for name in RUN_FILES:
+            (Path(run_dir) / name).unlink(missing_ok=True)
     header = {
         "config": config.to_dict(),
         "dataset": describe_dataset(dataset),
@@ -71,7 +99,7 @@ def read_run_config(run_dir: Path) -> RunConfig:
     path = Path(run_dir) / CONFIG_FILE
     if not path.exists():
         raise FileNotFoundError(f"{path}: not a run directory (no {CONFIG_FILE})")
-    return RunConfig.from_dict(json.loads(path.read_text())["config"])
+    return RunConfig.from_dict(check_fields(path, read_json(path), ("config",))["config"])
 
 
 def describe_dataset(dataset: Dataset) -> dict[str, object]:

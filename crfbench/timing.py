@@ -27,15 +27,13 @@ from tqdm.auto import tqdm
 
 from . import environment
 from .batching import select, shuffled_batches, targets
-from .config import RunConfig
+from .config import RunConfig, check_device_available
 from .data.types import Sentence
 from .evaluate import run_description
-from .experiment import load_dataset, record_run, score_batch
+from .experiment import TIMING_FILE, load_dataset, record_run, score_batch
 from .io import write_atomic
 from .models import build_scorer
 from .objectives import DECODERS, LOSSES, describe, is_partial, training_loss
-
-TIMING_FILE = "timing.csv"
 
 
 def default_losses(partial: bool) -> tuple[str, ...]:
@@ -59,10 +57,12 @@ def time_run(
     warmup: int = 1,
     data_dir: str | Path | None = None,
     progress: bool = True,
+    restart_if_changed: bool = False,
 ) -> pd.DataFrame:
     """Measure and write one row per (item, round) to ``run_dir/timing.csv``; return the table.
 
-    ``run_dir`` also gets ``config.json`` (or may be a trained run with the same settings).
+    ``run_dir`` also gets ``config.json`` (or may be a trained run with the same settings; one
+    made with other settings is refused, or emptied first with ``restart_if_changed``).
     """
     for name, value in {"batches": batches, "rounds": rounds}.items():
         if value < 1:
@@ -70,9 +70,9 @@ def time_run(
     if warmup < 0:
         raise ValueError(f"warmup: must be at least 0, got {warmup}")
     environment.set_threads(config.threads)
-    device = torch.device(config.device)
+    device = check_device_available(config.device)
     dataset = load_dataset(config, data_dir)
-    record_run(run_dir, config, dataset, device)
+    record_run(run_dir, config, dataset, device, restart_if_changed=restart_if_changed)
     partial = any(sentence.allowed is not None for sentence in dataset.train)
     losses = default_losses(partial) if losses is None else tuple(losses)
     for name in losses:

@@ -22,14 +22,20 @@ from tqdm.auto import tqdm
 
 from . import environment
 from .batching import select, shuffled_batches, targets
-from .config import RunConfig
-from .experiment import load_dataset, predict, record_run, score_batch
-from .io import save_atomic, write_json
+from .config import RunConfig, check_device_available
+from .experiment import (
+    CHECKPOINT_FILE,
+    MODEL_FILE,
+    SUMMARY_FILE,
+    load_dataset,
+    predict,
+    record_run,
+    score_batch,
+)
+from .io import CorruptFileError, check_fields, load_torch, save_torch, write_json
 from .metrics import PRIMARY_METRIC, score
 from .models import Scorer, ScorerConfig, build_scorer
 from .objectives import DECODERS, NATURAL_DECODER, is_partial, training_loss
-
-CHECKPOINT_FILE, MODEL_FILE, SUMMARY_FILE = "checkpoint.pt", "model.pt", "train.json"
 
 
 def linear_schedule(optimizer: torch.optim.Optimizer, total_steps: int, warmup: float):
@@ -53,16 +59,29 @@ def save_model(path: Path, scorer: Scorer, tags: tuple[str, ...], epoch: int, de
         "epoch": epoch,
         "dev_score": dev_score,
     }
-    save_atomic(path, lambda temporary: torch.save(payload, temporary))
+    save_torch(path, payload)
+
+
+#: What :func:`save_model` puts into ``model.pt``, and :func:`train` into ``checkpoint.pt``.
+MODEL_FIELDS = ("scorer_config", "vocab", "tags", "state_dict", "epoch")
+CHECKPOINT_FIELDS = ("scorer", "optimizer", "scheduler", "shuffler", "torch_rng", "state")
 
 
 def load_model(path: Path, device: torch.device) -> tuple[Scorer, dict[str, Any]]:
-    """The scorer saved by :func:`save_model` (on ``device``) and the payload's other fields."""
-    payload = torch.load(path, map_location=device, weights_only=False)
-    config = ScorerConfig.from_dict(payload["scorer_config"])
-    scorer = Scorer.from_state(config, payload["vocab"], len(payload["tags"]))
-    scorer.load_state_dict(payload["state_dict"])
-    return scorer.to(device), payload
+    """The scorer saved by :func:`save_model` (on ``device``) and the payload's other fields;
+    CorruptFileError naming the file when it is truncated, damaged or not such a model."""
+    saved = check_fields(path, load_torch(path, map_location=device), MODEL_FIELDS)
+    try:
+        config = ScorerConfig.from_dict(saved["scorer_config"])
+        scorer = Scorer.from_state(config, saved["vocab"], len(saved["tags"]))
+    except ValueError as error:
+        raise CorruptFileError(f"{path}: not a model of this code's scorer ({error})") from None
+    try:
+        scorer.load_state_dict(saved["state_dict"])
+    except RuntimeError as error:  # missing, unexpected or mis-shaped weights
+        reason = str(error).strip().splitlines()[0]
+        raise CorruptFileError(f"{path}: the weights do not fit the recorded scorer ({reason})") from None
+    return scorer.to(device), saved
 
 
 def train(
@@ -72,24 +91,27 @@ def train(
     data_dir: str | Path | None = None,
     stop_after: int | None = None,
     progress: bool = True,
+    restart_if_changed: bool = False,
 ) -> dict[str, Any]:
     """Train (or resume) the run in ``run_dir``; return the summary (also ``train.json``).
 
     ``stop_after`` ends the call after that many epochs, as an interruption would (for tests and
-    for sharing a time budget); calling again resumes from ``checkpoint.pt``.
+    for sharing a time budget); calling again resumes from ``checkpoint.pt``. A ``run_dir`` made
+    with other settings is refused, or restarted from scratch with ``restart_if_changed``.
     """
     run_dir = Path(run_dir)
     environment.set_threads(config.threads)
-    device = torch.device(config.device)
+    device = check_device_available(config.device)
     dataset = load_dataset(config, data_dir)
     tagset = dataset.tagset
-    record_run(run_dir, config, dataset, device)
     loss_function = training_loss(config.loss, config.loss_iterations)
     selection = config.selection_decoder or NATURAL_DECODER[config.loss]
     metric = PRIMARY_METRIC[dataset.task]
 
     torch.manual_seed(config.seed)
     scorer = build_scorer(config.scorer, dataset.train, len(tagset)).to(device)
+    # Only now, when nothing left can fail on the settings, is the run directory written.
+    record_run(run_dir, config, dataset, device, restart_if_changed=restart_if_changed)
     optimizer = torch.optim.Adam(scorer.parameters(), lr=config.resolved_learning_rate)
     steps_per_epoch = math.ceil(len(dataset.train) / config.batch_size)
     scheduler = linear_schedule(optimizer, config.epochs * steps_per_epoch, config.warmup)
@@ -98,7 +120,7 @@ def train(
 
     checkpoint = run_dir / CHECKPOINT_FILE
     if checkpoint.exists():
-        saved = torch.load(checkpoint, map_location=device, weights_only=False)
+        saved = check_fields(checkpoint, load_torch(checkpoint, map_location=device), CHECKPOINT_FIELDS)
         scorer.load_state_dict(saved["scorer"])
         optimizer.load_state_dict(saved["optimizer"])
         scheduler.load_state_dict(saved["scheduler"])
@@ -153,7 +175,7 @@ def train(
             "torch_rng": torch.get_rng_state(),
             "state": state,
         }
-        save_atomic(checkpoint, lambda temporary, saved=saved: torch.save(saved, temporary))
+        save_torch(checkpoint, saved)
         if progress:
             tqdm.write(
                 f"epoch {epoch}: train loss {state['history'][-1]['train_loss']:.4f}, dev {metric} "

@@ -44,14 +44,59 @@ def dtype_kind(x: Array) -> str:
 
 
 def _check_float(name: str, x: Array, expected: tuple[int | str, ...]) -> None:
+    """A score array: rank ``len(expected)``, float32 or float64, no NaN, no +inf.
+
+    Half precision (float16, bfloat16, and any float narrower than 32 bits) is refused: log-space
+    sums of scores lose every digit there (bfloat16 marginal rows summed to 3.2), and refusing
+    here, where every method's validation passes, covers every method and backend at once.
+    """
     if x.ndim != len(expected):
         raise ValueError(f"{name} must have shape {_fmt(expected)}, got rank {x.ndim}: {tuple(x.shape)}")
     if dtype_kind(x) != "f":
         raise ValueError(f"{name} must be a floating-point array, got dtype {x.dtype}")
+    if x.dtype.itemsize < 4:
+        raise ValueError(
+            f"{name} must be float32 or float64, got half precision {x.dtype}; convert it first "
+            "(torch: .float(), jax: .astype(jnp.float32))"
+        )
     if bool((x != x).any()):
         raise ValueError(f"{name} contains NaN")
     if bool((x == math.inf).any()):
         raise ValueError(f"{name} contains +inf (only -inf, meaning 'forbidden', is allowed)")
+
+
+#: Largest intermediate, in bytes, that ``crf-scan`` may build: the (B, P/2, T, T, T) broadcast sums
+#: of its first level of semiring matrix products (see :func:`scan_intermediate_elements`). Peak
+#: memory is a small multiple of it (about 3x: the sums, their exponentials, the saved inputs).
+#: Read at every call (under ``jax.jit``: when the call is traced), so a caller with more memory
+#: may raise it by assignment. Not a per-call option: ``crf`` and ``crf-scan`` share one signature.
+SCAN_MEMORY_BUDGET = 2 * 1024**3
+
+
+def scan_intermediate_elements(batch: int, length: int, num_tags: int) -> int:
+    """Elements of ``crf-scan``'s largest intermediate: ``B · P/2 · T³``.
+
+    Its chain has ``N + 1`` factors, padded to ``P``, the next power of two (``P = 2N`` when N is
+    a power of two); the first tree level multiplies ``P/2`` pairs of (T, T) matrices, each through
+    a (T, T, T) array of sums. The inside pass, the outside pass and Viterbi all build it.
+    """
+    padded = 1 << max(length, 0).bit_length()  # N + 1 factors, rounded up to a power of two
+    return batch * (padded // 2) * num_tags**3
+
+
+def check_scan_memory(emissions: Array) -> None:
+    """Refuse (``ValueError``) a ``crf-scan`` call whose largest intermediate, in bytes of the
+    scores' dtype, exceeds :data:`SCAN_MEMORY_BUDGET`. Uses the shape and dtype only, so it also
+    works on traced arrays; it runs before anything is allocated."""
+    batch, length, num_tags = (int(s) for s in emissions.shape)
+    needed = scan_intermediate_elements(batch, length, num_tags) * emissions.dtype.itemsize
+    if needed > SCAN_MEMORY_BUDGET:
+        raise ValueError(
+            f"emissions of shape (B, N, T) = {(batch, length, num_tags)} need a {needed / 2**30:.1f} GiB "
+            f"intermediate in crf-scan (B * P/2 * T^3 entries), over its budget of "
+            f"{SCAN_MEMORY_BUDGET / 2**30:.1f} GiB (contract.SCAN_MEMORY_BUDGET); use the sequential "
+            "'crf' (O(B N T^2) memory), a smaller batch, or raise the budget"
+        )
 
 
 def _fmt(shape: tuple[int | str, ...]) -> str:
@@ -67,8 +112,9 @@ def check_scores(
 ) -> ChainShape:
     """Validate the scores every function takes and return their sizes.
 
-    Raises ``ValueError`` naming the argument for a wrong rank or shape, a non-float score, NaN or
-    +inf anywhere, non-integer lengths, or lengths outside ``1 <= lengths[b] <= N``.
+    Raises ``ValueError`` naming the argument for a wrong rank or shape, a non-float or
+    half-precision score, NaN or +inf anywhere, non-integer lengths, or lengths outside
+    ``1 <= lengths[b] <= N``.
     """
     _check_float("emissions", emissions, ("B", "N", "T"))
     batch, length, num_tags = (int(s) for s in emissions.shape)

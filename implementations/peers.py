@@ -4,7 +4,7 @@
   and ``end_transitions``, emissions batch-first, a boolean ``mask`` instead of lengths.
 * torch-struct 0.5 (``torch_struct.LinearChainCRF``): one potential per edge,
   ``log_potentials[b, n, cur, prev]`` (B, N-1, T, T), with every unary folded into an edge and
-  ``lengths`` masking the rest; it needs N >= 2.
+  ``lengths`` masking the rest; it needs every length >= 2 and the longest to be exactly N.
 
 Both are optional dependencies (the ``peers`` extra); they are imported only when called. The
 ``from_*`` converters give contract scores that define the same distribution over tag sequences.
@@ -49,10 +49,16 @@ def to_torch_struct(
     start: Tensor | None = None,
     end: Tensor | None = None,
 ) -> Tensor:
-    """torch-struct edge potentials ``[b, n, cur, prev]`` (B, N-1, T, T); needs N >= 2 and
-    lengths >= 2 (torch-struct has no representation of a one-tag chain). Differentiable."""
+    """torch-struct edge potentials ``[b, n, cur, prev]`` (B, M-1, T, T) with ``M = max(lengths)``:
+    the padding past the longest sequence is cut off, because torch-struct requires one sequence
+    of length exactly N (a batch padded beyond its longest sequence is fine here). Needs every
+    length >= 2 (torch-struct has no representation of a one-tag chain). Differentiable."""
     if emissions.shape[1] < 2 or bool((lengths < 2).any()):
         raise ValueError("torch-struct's LinearChainCRF needs every length >= 2")
+    longest = int(lengths.max())
+    emissions = emissions[:, :longest]
+    if transitions.ndim == 4:  # per position (B, N-1, T, T)
+        transitions = transitions[:, : longest - 1]
     weights, _ = arc_weights(emissions, transitions, lengths, start, end)
     return weights.transpose(-1, -2).contiguous()
 

@@ -77,5 +77,7 @@ def load(data: DataDir, name: str = "conll03-ner") -> Dataset:
                 f"and place them in {data.path('conll2003')}."
             )
         splits[split] = tuple(read_columns(source))
+        if not splits[split]:
+            raise ValueError(f"{source.path}: no sentences (an empty {split} file?)")
         sources[relative] = source.sha256
     return Dataset(name, "ner", tagset(), splits["train"], splits["dev"], splits["test"], "standard", sources)

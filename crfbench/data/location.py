@@ -24,14 +24,21 @@ DOWNLOAD_TIMEOUT_S = 10.0
 def resolve_data_dir(configured: str | os.PathLike[str] | None) -> Path:
     """The data dir: ``configured`` if given, else the environment variable ``CRFBENCH_DATA``."""
     if configured is not None and str(configured):
-        return Path(configured).expanduser()
+        return _folder(Path(configured).expanduser(), "data dir")
     from_env = os.environ.get(ENV_VAR, "")
     if from_env:
-        return Path(from_env).expanduser()
+        return _folder(Path(from_env).expanduser(), ENV_VAR)
     raise ValueError(
         "no data dir: set it in the configuration (the data_dir argument / config value) or in the "
         f"environment variable {ENV_VAR}; it is the folder holding ud-2.15/ and conll2003/"
     )
+
+
+def _folder(path: Path, what: str) -> Path:
+    """``path``, unless it is an existing file (NotADirectoryError naming it and where it came from)."""
+    if path.exists() and not path.is_dir():
+        raise NotADirectoryError(f"{path}: the {what} is a file, not a folder")
+    return path
 
 
 class DownloadError(OSError):
@@ -89,7 +96,7 @@ class DataDir:
         path = self.path(relative)
         digest = checksums.verify(relative, content, self.manifest, shown=str(path))
         try:
-            text = content.decode("utf-8")
+            text = content.decode("utf-8-sig")  # a leading byte order mark is not part of the text
         except UnicodeDecodeError as error:
             raise ValueError(f"{path}: not UTF-8 text (byte {error.start})") from None
         return Source(relative, path, text, digest)

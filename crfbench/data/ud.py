@@ -185,6 +185,9 @@ def read_splits(
                 "download=True."
             )
     read = {split: read_conllu(source) for split, source in sources.items() if source is not None}
+    for split, sentences in read.items():
+        if not sentences:
+            raise ValueError(f"{sources[split].path}: no sentences (an empty {split} file?)")
     hashes = {source.relative: source.sha256 for source in sources.values() if source is not None}
     if "train" in read:
         return Splits(read["train"], read["dev"], read["test"], "standard", hashes)
@@ -198,6 +201,10 @@ def read_splits(
         stacklevel=3,  # the caller of data.load
     )
     cut = len(read["dev"]) * 9 // 10
+    if not 0 < cut < len(read["dev"]):
+        raise ValueError(
+            f"{sources['dev'].path}: {len(read['dev'])} sentence(s) are too few to split into train and dev"
+        )
     return Splits(read["dev"][:cut], read["dev"][cut:], read["test"], protocol, hashes)
 
 

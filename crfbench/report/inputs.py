@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..io import CorruptFileError, read_csv
+
 METRICS_FILE = "metrics.csv"
 TIMING_FILE = "timing.csv"
 
@@ -54,13 +56,19 @@ def read_results(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
     if not path.exists():
         return pd.DataFrame({name: pd.Series(dtype=_dtype(name)) for name in columns})
     text = [name for name in columns if name not in NUMERIC_COLUMNS]
-    table = pd.read_csv(path, dtype=dict.fromkeys(text, str))
+    table = read_csv(path, dtype=dict.fromkeys(text, str))  # whole, or CorruptFileError naming it
     missing = [name for name in columns if name not in table.columns]
     if missing:
         raise ValueError(f"{path}: missing column(s) {', '.join(missing)}")
     table[text] = table[text].fillna("")
-    for name in set(NUMERIC_COLUMNS) & set(columns):
-        table[name] = pd.to_numeric(table[name], errors="raise").astype(float)
+    for name in sorted(set(NUMERIC_COLUMNS) & set(columns)):
+        numbers = pd.to_numeric(table[name], errors="coerce")
+        bad = numbers.isna() & table[name].notna()
+        if bad.any():
+            row = int(bad.to_numpy().nonzero()[0][0])
+            found = table[name].iloc[row]
+            raise CorruptFileError(f"{path}:{row + 2}: column {name} must be a number, found {found!r}")
+        table[name] = numbers.astype(float)
     return table
 
 

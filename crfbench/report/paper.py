@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..io import read_csv
 from .layout import TRAIN_LABELS
 
 PAPER_DATASETS = {
@@ -32,6 +33,7 @@ PAPER_DECODERS = {
     ("", "10"): "",  # Table 2 rows: a training loss at 10 iterations, no decoder
 }
 STATUSES = ("ok", "rejoined", "uncertain", "lost", "text-only")
+COLUMNS = ("table", "dataset", "encoder", "train", "decoder", "iterations", "metric", "value", "status")
 
 Key = tuple[str, str, str, str, str]  # (table group, dataset, encoder, train, decoder)
 
@@ -76,9 +78,20 @@ def _text_only_sentence(row: pd.Series) -> str:
     )
 
 
+def _number(where: str, text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"{where}: value {text!r} is not a number") from None
+
+
 def load_paper(path: Path) -> Paper:
     """Read the paper CSV; errors name the row whose dataset, decoder or status is not understood."""
-    table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    # not necessarily ending in a line end: the paper's CSV is not written by the engine
+    table = read_csv(path, complete=False, dtype=str, keep_default_na=False)
+    missing = [name for name in COLUMNS if name not in table.columns]
+    if missing:
+        raise ValueError(f"{path}: missing column(s) {', '.join(missing)}")
     cells: dict[Key, PaperValue] = {}
     text_only: dict[str, list[str]] = {}
     for index, row in table.iterrows():
@@ -87,6 +100,7 @@ def load_paper(path: Path) -> Paper:
         if status not in STATUSES:
             raise ValueError(f"{where}: status {status!r} is not one of {', '.join(STATUSES)}")
         if status == "text-only":
+            _number(where, row["value"])
             text_only.setdefault(group, []).append(_text_only_sentence(row))
             continue
         if (status == "lost") != (row["value"] == ""):
@@ -98,5 +112,5 @@ def load_paper(path: Path) -> Paper:
         key = (group, dataset, row["encoder"], row["train"], decoder)
         if key in cells:
             raise ValueError(f"{where}: duplicate cell {key}")
-        cells[key] = PaperValue(None if status == "lost" else float(row["value"]), status)
+        cells[key] = PaperValue(None if status == "lost" else _number(where, row["value"]), status)
     return Paper(cells, {group: tuple(sentences) for group, sentences in text_only.items()})

@@ -12,7 +12,7 @@ from .figures import iteration_figures, speedup_figure
 from .inputs import METRICS_COLUMNS, METRICS_FILE, TIMING_COLUMNS, TIMING_FILE, read_results
 from .layout import TABLES
 from .page import Report, index_html, readme, table_file
-from .paper import Paper, load_paper
+from .paper import load_paper
 from .render import csv_text, latex, markdown
 from .scaling import SCALING_FILE, read_scaling, scaling_figures, summary_tables
 from .tables import build_table, missing
@@ -29,8 +29,9 @@ def render_report(
 ) -> list[Path]:
     """Write tables (Markdown, LaTeX, tidy CSV), figures, ``index.html`` and ``README.md`` into
     ``out_dir`` from ``results_dir/metrics.csv``, ``timing.csv`` and the asv suite's ``scaling.csv``
-    (any may be absent) and the paper's CSV; ``notes`` maps a table id or "all" to the protocol
-    differences to print. Every file is written atomically. Returns the files written."""
+    (any may be absent) and the paper's CSV (required); ``notes`` maps a table id or "all" to the
+    protocol differences to print. Every input is read and checked before anything is written, and
+    every file is written atomically. Returns the files written."""
     results_dir, paper_csv, out_dir = Path(results_dir), Path(paper_csv), Path(out_dir)
     notes = {key: tuple(value) for key, value in (notes or {}).items()}
     unknown = sorted(set(notes) - set(NOTE_KEYS))
@@ -46,9 +47,10 @@ def render_report(
     absent = [
         f"{name} is absent from the results folder." for name in files if not (results_dir / name).exists()
     ]
-    if not paper_csv.exists():
-        absent.append(f"The paper's CSV ({paper_csv.name}) is absent: no paper values are shown.")
-    paper = load_paper(paper_csv) if paper_csv.exists() else Paper()
+    paper = load_paper(paper_csv)  # required: FileNotFoundError naming it when absent
+    scaling = read_scaling(results_dir / SCALING_FILE)  # every input is read before anything is written
+    if not (results_dir / SCALING_FILE).exists():
+        absent.append(f"{SCALING_FILE} is absent from the results folder: no asv scaling figures.")
     metrics, timing = files[METRICS_FILE], files[TIMING_FILE]
     stats = {
         "score": score_stats(metrics),
@@ -75,9 +77,6 @@ def render_report(
         figures += speedup_figure(by_id["2"], figures_dir / "speedup-train.png")
     if "3" in by_id:
         figures += speedup_figure(by_id["3"], figures_dir / "speedup-decode.png")
-    scaling = read_scaling(results_dir / SCALING_FILE)
-    if not (results_dir / SCALING_FILE).exists():
-        absent.append(f"{SCALING_FILE} is absent from the results folder: no asv scaling figures.")
     figures += scaling_figures(scaling, figures_dir)
     summaries = summary_tables(scaling)
     for stem, (_, frame) in summaries.items():

@@ -16,6 +16,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.colors import LogNorm  # noqa: E402
 
 from ..asv_results import COLUMNS  # noqa: E402
+from ..io import read_csv  # noqa: E402
 from .figures import save_png  # noqa: E402
 
 SCALING_FILE = "scaling.csv"
@@ -30,7 +31,7 @@ def read_scaling(path: Path) -> pd.DataFrame:
     """The tidy scaling table, or an empty one when ``path`` does not exist."""
     if not Path(path).exists():
         return pd.DataFrame(columns=list(COLUMNS))
-    frame = pd.read_csv(path)
+    frame = read_csv(path, allow_empty=True)  # a whole file, or CorruptFileError naming it
     missing = [column for column in COLUMNS if column not in frame.columns]
     if missing:
         raise ValueError(f"{path}: missing columns {', '.join(missing)} (write it with `crfbench scaling`)")

@@ -12,6 +12,12 @@ forward–backward pass costs one ``exp`` per score entry (autodiff through a lo
 costs two). ``log Z`` uses it as its backward (a ``jax.custom_vjp``). Everything that can be -inf
 is guarded, so forbidden tags get exactly zero marginals and no NaN.
 
+Second-order derivatives of ``log Z`` (Hessian-vector products, gradient penalties; the
+derivative of the marginals is the covariance of the sufficient statistics) differentiate that
+backward and the filtering it reads: both are written to be differentiated (the per-column shift
+is held constant, ``log`` never sees a zero column sum), so every derivative is finite and exact
+wherever scores are ``-inf``.
+
 Per-step arrays are stacked step-major, (N-1, B, ...), as ``lax.scan`` produces them.
 """
 
@@ -39,13 +45,22 @@ def forward_step(
 ) -> tuple[Array, Array, Array]:
     """One filtering step from position i-1 to i: the new ``alpha`` (B, T), the weights (B, T, T)
     and the inverse column sums (B, T) of ``P(y_{i-1} | y_i, prefix)`` (zero where not ``active``,
-    (B, 1)); ``transition`` is (B, T, T) or (T, T), ``emission`` (B, T). The hot kernel of ``crf``."""
+    (B, 1)); ``transition`` is (B, T, T) or (T, T), ``emission`` (B, T). The hot kernel of ``crf``.
+
+    Differentiable to any order without NaN: the shift ``top`` is a ``stop_gradient`` (any
+    per-column constant gives the same result, so no derivative of a max is needed), and a column
+    sum is 0 (unreachable tag: ``top`` is -inf, every weight 0) or >= 1 (its largest weight is 1),
+    so replacing a 0 by 1 changes no value (``alpha`` stays -inf) but keeps ``log`` and the
+    division off zero, derivatives included (a ``where``: ``jnp.maximum`` would halve the
+    derivative at the tie, sum = 1).
+    """
     weight = alpha[:, :, None] + transition
-    top = jnp.maximum(weight.max(1), jnp.finfo(weight.dtype).min)  # all -inf: keep the tag at -inf
-    weight = jnp.exp(weight - top[:, None, :])
+    top = lax.stop_gradient(weight.max(1))
+    weight = jnp.exp(weight - jnp.maximum(top, jnp.finfo(weight.dtype).min)[:, None, :])  # no -inf - -inf
     total = weight.sum(1)
+    total = jnp.where(total > 0, total, 1.0)
     alpha = jnp.where(active, top + jnp.log(total) + emission, alpha)
-    return alpha, weight, active.astype(total.dtype) / jnp.maximum(total, 1.0)
+    return alpha, weight, active.astype(total.dtype) / total
 
 
 def _filter(
@@ -55,9 +70,9 @@ def _filter(
     weights (N-1, B, T, T) and inverse column sums (N-1, B, T) of ``P(y_{i-1} | y_i, prefix)``.
 
     ``emissions[i, b]`` is constant in the previous tag, so it cancels from those weights and is
-    added to ``alpha`` after the reduction. A column sum is 0 (unreachable tag) or >= 1 (its
-    largest weight is 1), so ``1 / max(sum, 1)`` is exact and never divides by zero; it is stored
-    as 0 past a sequence's length, which stops smoothing there.
+    added to ``alpha`` after the reduction. A column sum is 0 (unreachable tag, whose weights are
+    all 0) or >= 1, so its inverse is taken as 1 for the former; it is stored as 0 past a
+    sequence's length, which stops smoothing there.
     """
 
     def step(alpha: Array, inputs: tuple[Array, Array, Array | None]) -> tuple[Array, tuple[Array, Array]]:
@@ -72,7 +87,9 @@ def _filter(
     )
     final = alpha + end
     log_z = jax.nn.logsumexp(final, axis=-1)
-    last_marginal = jnp.exp(final - log_z[:, None])
+    # a softmax, not exp(final - log_z): at large scores log_z rounds to a multiple of the
+    # spacing of floats near it, and the exp turns that error into rows that do not sum to 1
+    last_marginal = jax.nn.softmax(final, axis=-1)
     return log_z, last_marginal, weights, inverse_sums
 
 
@@ -133,7 +150,7 @@ _log_partition.defvjp(_log_partition_fwd, _log_partition_bwd)
 def log_partition(
     emissions: Array, transitions: Array, lengths: Array, start: Array | None, end: Array | None
 ) -> Array:
-    """``log Z`` (B,); differentiable, its gradient being the marginals."""
+    """``log Z`` (B,); differentiable (twice and more), its gradient being the marginals."""
     start, end = boundary(start, emissions), boundary(end, emissions)
     return _log_partition(emissions, transitions, lengths, start, end, transitions.ndim == 2)
 

@@ -2,36 +2,30 @@
 
 ``jax.nn.logsumexp`` returns -inf for an all -inf slice but its gradient there is NaN
 (``exp(-inf - -inf)``), which poisons autodiff through forbidden tags. Every method that
-differentiates through a log-sum-exp uses :func:`logsumexp` instead.
+differentiates through a log-sum-exp uses :func:`logsumexp` instead, whose derivatives of every
+order are finite and exact (``tests/implementations/test_second_order.py``).
 """
 
 from __future__ import annotations
 
-from functools import partial
-
-import jax
 import jax.numpy as jnp
-from jax import Array
-
-
-@partial(jax.custom_jvp, nondiff_argnums=(1,))
-def _logsumexp(x: Array, axis: int) -> Array:
-    """logsumexp over one axis whose derivative is exactly 0 where the result is -inf."""
-    return jax.nn.logsumexp(x, axis=axis)
-
-
-@_logsumexp.defjvp
-def _logsumexp_jvp(axis: int, primals: tuple[Array], tangents: tuple[Array]) -> tuple[Array, Array]:
-    (x,), (dx,) = primals, tangents
-    result = jax.nn.logsumexp(x, axis=axis, keepdims=True)
-    # an all -inf slice has result -inf: shifting by 0 instead gives exp(-inf) = 0 weights, no NaN
-    weights = jnp.exp(x - jnp.where(jnp.isneginf(result), 0.0, result))
-    return jnp.squeeze(result, axis), jnp.sum(weights * dx, axis=axis)
+from jax import Array, lax
 
 
 def logsumexp(x: Array, axis: int) -> Array:
-    """``log Σ exp(x)`` along ``axis`` (removed), -inf for an all -inf slice, finite gradients."""
-    return _logsumexp(x, axis % x.ndim)
+    """``log Σ exp(x)`` along ``axis`` (removed), -inf for an all -inf slice, finite derivatives.
+
+    Plain code rather than a ``custom_jvp``, so JAX's derivatives of every order are exact and
+    finite (inside ``lax.scan`` too, where partial evaluation would drop a custom rule): the shift
+    is a constant (``stop_gradient``; log-sum-exp does not depend on it), 0 for an all -inf slice,
+    whose sum 0 is replaced by 1 under the ``where`` so that no ``log 0`` reaches a derivative.
+    """
+    top = lax.stop_gradient(x.max(axis=axis, keepdims=True))
+    top = jnp.where(jnp.isfinite(top), top, 0.0)
+    total = jnp.exp(x - top).sum(axis=axis, keepdims=True)
+    some = total > 0
+    result = jnp.where(some, jnp.log(jnp.where(some, total, 1.0)) + top, -jnp.inf)
+    return jnp.squeeze(result, axis)
 
 
 def log_matmul(a: Array, b: Array) -> Array:

@@ -12,15 +12,22 @@ each level multiplies neighbouring pairs, all pairs at once, in the log semiring
 the max-plus semiring (Viterbi). The levels are a Python loop: their shapes are static, so a
 traced function unrolls into O(log N) stages. Marginals come from an explicit outside pass down
 the same tree, and the Viterbi path from following the stored split points down it, so every
-stage is O(log N) dependent steps. Work is O(N T³), against O(N T²) for the sequential engine.
+stage is O(log N) dependent steps. Work is O(N T³), against O(N T²) for the sequential engine, and
+so is memory: every entry point refuses a batch whose largest intermediate would exceed
+``contract.SCAN_MEMORY_BUDGET`` (see ``contract.check_scan_memory`` and :func:`_guarded`).
 """
 
 from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 from jax import Array
 
+from .. import contract
 from ._scores import boundary, per_position, position_mask
 from ._semiring import log_identity, log_matmul, max_matmul
 
@@ -75,9 +82,10 @@ def _pad_to_power_of_two(factors: Array) -> Array:
 
 
 def _interleave(left: Array, right: Array) -> Array:
-    """(B, K, ...) and (B, K, ...) -> (B, 2K, ...) as left0, right0, left1, right1, ..."""
-    stacked = jnp.stack([left, right], axis=2)
-    return stacked.reshape(stacked.shape[0], -1, *stacked.shape[3:])
+    """(B, K, ...) and (B, K, ...) -> (B, 2K, ...) as left0, right0, left1, right1, ...
+    (sizes spelled out: a -1 cannot be inferred from an empty batch)."""
+    batch, count, *rest = left.shape
+    return jnp.stack([left, right], axis=2).reshape(batch, 2 * count, *rest)
 
 
 def _inside(factors: Array) -> list[Array]:
@@ -95,7 +103,22 @@ def _root_indicator(like: Array) -> Array:
     return outside.at[:, :, 0, 0].set(0.0)
 
 
-@jax.jit
+def _guarded(engine_function: Callable[..., Any]) -> Callable[..., Any]:
+    """``jax.jit(engine_function)`` behind the memory guard (``contract.check_scan_memory``). The
+    guard runs at every call, before the compiled program: inside it, it would run only when a
+    shape is first traced, and miss a budget lowered since. Under an enclosing ``jax.jit`` it runs
+    when that is traced."""
+    compiled = jax.jit(engine_function)
+
+    @functools.wraps(engine_function)
+    def guarded(emissions: Array, *scores: Array | None) -> Any:
+        contract.check_scan_memory(emissions)
+        return compiled(emissions, *scores)
+
+    return guarded
+
+
+@_guarded
 def log_partition(
     emissions: Array, transitions: Array, lengths: Array, start: Array | None, end: Array | None
 ) -> Array:
@@ -103,16 +126,16 @@ def log_partition(
     return _inside(chain_factors(emissions, transitions, lengths, start, end))[-1][:, 0, 0, 0]
 
 
-@jax.jit
+@_guarded
 def marginals(
     emissions: Array, transitions: Array, lengths: Array, start: Array | None, end: Array | None
 ) -> tuple[Array, Array]:
     """Exact unary (B, N, T) and pairwise (B, N-1, T, T) marginals by inside–outside on the tree."""
-    _, leaf_marginals = _factor_marginals(chain_factors(emissions, transitions, lengths, start, end))
-    return node_and_pair_marginals(leaf_marginals, lengths)
+    factor_marginals = _factor_marginals(chain_factors(emissions, transitions, lengths, start, end))
+    return node_and_pair_marginals(factor_marginals, lengths)
 
 
-@jax.jit
+@_guarded
 def viterbi(
     emissions: Array, transitions: Array, lengths: Array, start: Array | None, end: Array | None
 ) -> tuple[Array, Array]:
@@ -121,10 +144,11 @@ def viterbi(
     return score, tags_from_states(states, lengths)
 
 
-def _factor_marginals(factors: Array) -> tuple[Array, Array]:
-    """Inside–outside on the tree: ``log Z`` (B,) and every factor entry's marginal (B, N+1, T, T)."""
+def _factor_marginals(factors: Array) -> Array:
+    """Inside–outside on the tree: the marginal of every factor entry, (B, N+1, T, T), each
+    factor's entries normalised by a softmax over its (T, T) entries, never by subtracting
+    ``log Z`` (why: the torch backend's ``_tree._factor_marginals``)."""
     levels = _inside(factors)
-    log_z = levels[-1][:, 0, 0, 0]
     outside = _root_indicator(levels[-1])
     for level in reversed(levels[:-1]):
         left, right = level[:, 0::2], level[:, 1::2]
@@ -133,8 +157,18 @@ def _factor_marginals(factors: Array) -> tuple[Array, Array]:
             log_matmul(jnp.swapaxes(left, -1, -2), outside),  # O_right(b, c) = LSE_a left(a, b) + O(a, c)
         )
     count = factors.shape[1]
-    leaf_scores = levels[0][:, :count] + outside[:, :count] - log_z[:, None, None, None]
-    return log_z, jnp.exp(leaf_scores)
+    return _normalise(levels[0][:, :count] + outside[:, :count])
+
+
+def _normalise(log_weights: Array) -> Array:
+    """Softmax of (..., T, T) log-weights over their last two axes; an all -inf matrix (a sequence
+    with no allowed path, possible only unvalidated) gives zeros rather than NaN."""
+    *batch, rows, columns = log_weights.shape
+    flat = log_weights.reshape(*batch, rows * columns)  # no -1: it cannot be inferred when B = 0
+    top = jnp.maximum(flat.max(-1, keepdims=True), jnp.finfo(flat.dtype).min)
+    weights = jnp.exp(flat - top)
+    # the largest weight is exp(0) = 1, so a sum below 1 means all -inf (sum 0): no division by 0
+    return (weights / jnp.maximum(weights.sum(-1, keepdims=True), 1.0)).reshape(log_weights.shape)
 
 
 def _best_path(factors: Array) -> tuple[Array, Array]:

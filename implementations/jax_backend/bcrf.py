@@ -135,7 +135,7 @@ def _read_off(
     # B_Y(w/τ) = Σ q (w/τ − log q); arcs with q = 0 contribute 0 (guarded before the product)
     live = arcs & jnp.isfinite(log_q)
     gap = jnp.where(live, weights / temperature - log_q, 0.0)
-    value = (pairwise * gap).reshape(batch, -1).sum(-1)
+    value = (pairwise * gap).sum((1, 2, 3))
     value = jnp.where(single, logsumexp(singles / temperature, axis=-1), value)
     return unary, pairwise, value
 
@@ -157,7 +157,11 @@ def _danskin_value(
     weights: Array, singles: Array, lengths: Array, temperature: float, iterations: int, order: str
 ) -> Array:
     """``τ B_Y(w/τ)`` whose gradient is the iterate ``q`` itself (Danskin), not a backward
-    pass through the iterations: exact at convergence, the paper's "use the inference algorithm"."""
+    pass through the iterations: exact at convergence, the paper's "use the inference algorithm".
+
+    Differentiating that gradient (second order) differentiates the ``q`` computed in
+    :func:`_danskin_forward`, through the iterations: jax differentiates a ``custom_vjp``'s
+    forward and backward rules like any other code."""
     return _danskin_forward(weights, singles, lengths, temperature, iterations, order)[0]
 
 
@@ -321,6 +325,10 @@ def loss(
 
     ``gradient="unrolled"`` backpropagates through the iterations instead; both agree at
     convergence. At τ = 1 this is the paper's ``B_Y(w) − <w, y>``.
+
+    Second-order derivatives (gradient penalties, Hessian-vector products) are exact in both
+    modes: with ``"danskin"`` they differentiate the gradient it returns, ``q − y``, with ``q``
+    differentiated through the iterations (before convergence its Jacobian is not symmetric).
     """
     _check_options(iterations, temperature, order)
     contract.check_choice("gradient", gradient, GRADIENTS)

@@ -2,7 +2,9 @@
 
 O(N T²) work and N dependent steps (``lax.scan``). Marginals come from an explicit
 forward–backward pass; ``log_partition`` is differentiable by autodiff (its gradient equals those
-marginals).
+marginals), to any order: the marginals are differentiable too (their derivative, the covariance
+of the sufficient statistics, gives Hessian-vector products: ``jax.jvp(jax.grad(...))``,
+``jax.hessian``), through ``loss`` and ``partial_loss`` as well.
 """
 
 from . import _chain

@@ -122,7 +122,7 @@ def _solve(
     log_r, previous = _iterate(emissions, transitions, lengths, start, end, iterations, init, penalty)
     mask = position_mask(lengths, emissions.shape[1])[..., None]
     r = jnp.exp(log_r) * mask
-    change = jnp.abs(r - jnp.exp(previous) * mask).reshape(r.shape[0], -1).max(-1)
+    change = jnp.abs(r - jnp.exp(previous) * mask).max((1, 2))
     return r, change
 
 
@@ -144,9 +144,9 @@ def _lower_bound(
     mask = position_mask(lengths, emissions.shape[1])[..., None]
     r = jnp.exp(log_r) * mask
     live = mask & jnp.isfinite(log_r)
-    tag_terms = (r * jnp.where(live, scores - log_r, 0.0)).reshape(r.shape[0], -1).sum(-1)
+    tag_terms = (r * jnp.where(live, scores - log_r, 0.0)).sum((1, 2))
     _, pairwise = product_marginals(r, lengths)
-    return tag_terms + (pairwise * _penalised(clean_transitions, penalty)).reshape(r.shape[0], -1).sum(-1)
+    return tag_terms + (pairwise * _penalised(clean_transitions, penalty)).sum((1, 2, 3))
 
 
 def solve(

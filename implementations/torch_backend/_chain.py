@@ -11,13 +11,17 @@ into pairwise marginals at (i-1, i) and node marginals at i-1 with products and 
 forward–backward pass costs one ``exp`` per score entry (autograd through a log-sum-exp forward
 costs two). ``log Z`` uses it as its backward. Everything that can be -inf is guarded, so
 forbidden tags get exactly zero marginals and no NaN.
+
+The pass is also written to be differentiated itself (second-order derivatives of ``log Z``, e.g.
+Hessian-vector products, whose derivative of the marginals is the covariance of the sufficient
+statistics): the per-column shift is held constant and ``log`` never sees a zero column sum, so
+autograd through filtering and smoothing is finite and exact wherever scores are ``-inf``.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 
 from ._scores import boundary, position_mask
 
@@ -34,13 +38,20 @@ def forward_step(
 ) -> tuple[Tensor, Tensor, Tensor]:
     """One filtering step from position i-1 to i: the new ``alpha`` (B, T), the weights (B, T, T)
     and the inverse column sums (B, T) of ``P(y_{i-1} | y_i, prefix)`` (zero where not ``active``,
-    (B, 1)); ``transition`` is (B, T, T) or (T, T), ``emission`` (B, T). The hot kernel of ``crf``."""
+    (B, 1)); ``transition`` is (B, T, T) or (T, T), ``emission`` (B, T). The hot kernel of ``crf``.
+
+    Differentiable to any order without NaN: the shift ``top`` is detached (any per-column
+    constant gives the same result, so no derivative of a max is needed), and a column sum is 0
+    (unreachable tag: ``top`` is -inf, every weight 0) or >= 1 (its largest weight is 1), so
+    clamping it at 1 changes no value (``alpha`` stays -inf) but keeps ``log`` and the division
+    off zero, derivatives included (``clamp_min`` passes the derivative at the tie, sum = 1).
+    """
     weight = alpha.unsqueeze(-1) + transition
-    top = weight.amax(1).clamp_min_(torch.finfo(weight.dtype).min)  # all -inf: keep the tag at -inf
-    weight = weight.sub_(top.unsqueeze(1)).exp_()
-    total = weight.sum(1)
+    top = weight.detach().amax(1)
+    weight = weight.sub_(top.clamp_min(torch.finfo(weight.dtype).min).unsqueeze(1)).exp_()  # no -inf - -inf
+    total = weight.sum(1).clamp_min_(1.0)
     alpha = torch.where(active, top + torch.log(total) + emission, alpha)
-    return alpha, weight, active / total.clamp_min(1.0)
+    return alpha, weight, active / total
 
 
 def _filter(
@@ -50,9 +61,9 @@ def _filter(
     weights (B, T, T) and inverse column sums (B, T) of ``P(y_{i-1} | y_i, prefix)``.
 
     ``emissions[i, b]`` is constant in the previous tag, so it cancels from those weights and is
-    added to ``alpha`` after the reduction. A column sum is 0 (unreachable tag) or >= 1 (its
-    largest weight is 1), so ``1 / max(sum, 1)`` is exact and never divides by zero; it is stored
-    as 0 past a sequence's length, which stops smoothing there.
+    added to ``alpha`` after the reduction. A column sum is 0 (unreachable tag, whose weights are
+    all 0) or >= 1, so its inverse is taken as 1 for the former; it is stored as 0 past a
+    sequence's length, which stops smoothing there.
     """
     batch, length, _ = emissions.shape
     active = position_mask(lengths, length).unsqueeze(-1)
@@ -64,7 +75,9 @@ def _filter(
         inverse_sums.append(inverse_sum)
     final = alpha + end
     log_z = torch.logsumexp(final, dim=-1)
-    last_marginal = torch.exp(final - log_z.unsqueeze(-1))
+    # a softmax, not exp(final - log_z): at large scores log_z rounds to a multiple of the
+    # spacing of floats near it, and the exp turns that error into rows that do not sum to 1
+    last_marginal = torch.softmax(final, dim=-1)
     return log_z, last_marginal, weights, inverse_sums
 
 
@@ -98,21 +111,29 @@ def _last_tag(unary: Tensor, lengths: Tensor) -> Tensor:
 
 
 class _LogPartition(torch.autograd.Function):
-    """``log Z`` whose backward is forward filtering / backward smoothing (no per-step graph)."""
+    """``log Z`` whose backward is forward filtering / backward smoothing (no per-step graph).
+
+    A plain backward smooths with the weights saved by the forward pass. A backward that must
+    itself be differentiable (``create_graph=True``: gradient penalties, Hessian-vector products)
+    filters again from the saved inputs with autograd recording, so the marginals it returns carry
+    their own derivative (to any order) instead of coming back detached.
+    """
 
     @staticmethod
     def forward(ctx, emissions, transitions, lengths, start, end):  # type: ignore[override]
         log_z, last_marginal, weights, sums = _filter(emissions, transitions, lengths, start, end)
-        ctx.save_for_backward(lengths, last_marginal, *weights, *sums)
+        ctx.save_for_backward(emissions, transitions, lengths, start, end, last_marginal, *weights, *sums)
         ctx.shared = transitions.ndim == 2
         return log_z
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, grad):  # type: ignore[override]
-        lengths, last_marginal, *saved = ctx.saved_tensors
+        emissions, transitions, lengths, start, end, last_marginal, *saved = ctx.saved_tensors
         steps = len(saved) // 2
-        unary, pairwise = _smooth(grad.unsqueeze(-1) * last_marginal, saved[:steps], saved[steps:], lengths)
+        weights, sums = saved[:steps], saved[steps:]
+        if torch.is_grad_enabled():  # create_graph: record the pass the gradient comes from
+            _, last_marginal, weights, sums = _filter(emissions, transitions, lengths, start, end)
+        unary, pairwise = _smooth(grad.unsqueeze(-1) * last_marginal, weights, sums, lengths)
         grad_transitions = pairwise.sum((0, 1)) if ctx.shared else pairwise
         return unary, grad_transitions, None, unary[:, 0].sum(0), _last_tag(unary, lengths).sum(0)
 
@@ -120,7 +141,7 @@ class _LogPartition(torch.autograd.Function):
 def log_partition(
     emissions: Tensor, transitions: Tensor, lengths: Tensor, start: Tensor | None, end: Tensor | None
 ) -> Tensor:
-    """``log Z`` (B,); differentiable, its gradient being the marginals."""
+    """``log Z`` (B,); differentiable (twice and more), its gradient being the marginals."""
     start, end = boundary(start, emissions), boundary(end, emissions)
     return _LogPartition.apply(emissions, transitions, lengths, start, end)
 

@@ -2,7 +2,8 @@
 
 ``torch.logsumexp`` returns -inf for an all -inf slice but its gradient there is NaN
 (``exp(-inf - -inf)``), which poisons autograd through forbidden tags. Every method that
-differentiates through a log-sum-exp uses :func:`logsumexp` instead.
+differentiates through a log-sum-exp uses :func:`logsumexp` instead, whose derivatives of every
+order are finite and exact (``tests/implementations/test_second_order.py``).
 """
 
 from __future__ import annotations
@@ -12,21 +13,27 @@ from torch import Tensor
 
 
 class _LogSumExp(torch.autograd.Function):
-    """logsumexp over one dim whose backward is exactly 0 where the result is -inf."""
+    """logsumexp over one dim whose backward is exactly 0 where the result is -inf, at every order.
+
+    The backward is made of differentiable operations on the saved input and the saved *output*
+    (which, unlike an intermediate, keeps its graph), so a double backward (a gradient penalty, a
+    Hessian-vector product) differentiates the softmax weights fully. The shift is 0 where the
+    result is -inf, so no ``-inf - -inf`` arises there, not even in a derivative.
+    """
 
     @staticmethod
     def forward(ctx, x: Tensor, dim: int) -> Tensor:  # type: ignore[override]
-        result = torch.logsumexp(x, dim, keepdim=True)
+        result = torch.logsumexp(x, dim)
         ctx.save_for_backward(x, result)
         ctx.dim = dim
-        return result.squeeze(dim)
+        return result
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:  # type: ignore[override]
         x, result = ctx.saved_tensors
-        weights = torch.exp(x - result)
-        weights = torch.where(torch.isneginf(result), 0.0, weights)
-        return grad.unsqueeze(ctx.dim) * weights, None
+        result = result.unsqueeze(ctx.dim)
+        shift = torch.where(torch.isneginf(result), 0.0, result)  # all -inf slice: weights exp(-inf) = 0
+        return grad.unsqueeze(ctx.dim) * torch.exp(x - shift), None
 
 
 def logsumexp(x: Tensor, dim: int) -> Tensor:

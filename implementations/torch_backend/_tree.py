@@ -11,7 +11,9 @@ Level 0 holds these factors (padded with more identities to a power of two);
 each level multiplies neighbouring pairs, all pairs at once, in the log semiring (``log Z``) or
 the max-plus semiring (Viterbi). Marginals come from an explicit outside pass down the same
 tree, and the Viterbi path from following the stored split points down it, so every stage is
-O(log N) dependent steps. Work is O(N T³), against O(N T²) for the sequential engine.
+O(log N) dependent steps. Work is O(N T³), against O(N T²) for the sequential engine, and so is
+memory: every entry point refuses a batch whose largest intermediate would exceed
+``contract.SCAN_MEMORY_BUDGET`` (see ``contract.check_scan_memory``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .. import contract
 from ._scores import boundary, per_position, position_mask
 from ._semiring import log_identity, log_matmul, max_matmul
 
@@ -101,6 +104,7 @@ def log_partition(
     emissions: Tensor, transitions: Tensor, lengths: Tensor, start: Tensor | None, end: Tensor | None
 ) -> Tensor:
     """``log Z`` (B,): entry (0, 0) of the tree product; differentiable by autograd."""
+    contract.check_scan_memory(emissions)
     return _inside(chain_factors(emissions, transitions, lengths, start, end))[-1][:, 0, 0, 0]
 
 
@@ -108,22 +112,34 @@ def marginals(
     emissions: Tensor, transitions: Tensor, lengths: Tensor, start: Tensor | None, end: Tensor | None
 ) -> tuple[Tensor, Tensor]:
     """Exact unary (B, N, T) and pairwise (B, N-1, T, T) marginals by inside–outside on the tree."""
-    _, leaf_marginals = _factor_marginals(chain_factors(emissions, transitions, lengths, start, end))
-    return node_and_pair_marginals(leaf_marginals, lengths)
+    contract.check_scan_memory(emissions)
+    factor_marginals = _factor_marginals(chain_factors(emissions, transitions, lengths, start, end))
+    return node_and_pair_marginals(factor_marginals, lengths)
 
 
 def viterbi(
     emissions: Tensor, transitions: Tensor, lengths: Tensor, start: Tensor | None, end: Tensor | None
 ) -> tuple[Tensor, Tensor]:
     """Best score (B,) and best tags (B, N), -1 on padding."""
+    contract.check_scan_memory(emissions)
     score, states = _best_path(chain_factors(emissions, transitions, lengths, start, end))
     return score, tags_from_states(states, lengths)
 
 
-def _factor_marginals(factors: Tensor) -> tuple[Tensor, Tensor]:
-    """Inside–outside on the tree: ``log Z`` (B,) and every factor entry's marginal (B, N+1, T, T)."""
+def _factor_marginals(factors: Tensor) -> Tensor:
+    """Inside–outside on the tree: the marginal of every factor entry, (B, N+1, T, T).
+
+    An entry's log-weight ``leaf + outside`` is the log-sum of the scores of every path through
+    it. Each factor is crossed by every path exactly once, so its entries' marginals sum to 1:
+    they are normalised over the factor's (T, T) entries (a softmax), not by subtracting ``log Z``.
+    ``exp(leaf + outside − log Z)`` cancels two numbers of the size of the path scores, whose
+    rounding error (relative to that size) the ``exp`` turns into marginals of 1.28 at scores of
+    1e6 and of inf from 1e12 on in float32; the softmax's largest entry is exactly ``exp(0) = 1``
+    and the others only see differences between entries. No rescaling of the outside pass is
+    needed: its entries are log-sums of partial path scores, no larger than the path scores, so
+    they overflow only where ``crf``'s forward scores would.
+    """
     levels = _inside(factors)
-    log_z = levels[-1][:, 0, 0, 0]
     outside = _root_indicator(levels[-1])
     for level in reversed(levels[:-1]):
         left, right = level[:, 0::2], level[:, 1::2]
@@ -132,8 +148,17 @@ def _factor_marginals(factors: Tensor) -> tuple[Tensor, Tensor]:
             log_matmul(left.transpose(-1, -2), outside),  # O_right(b, c) = LSE_a left(a, b) + O(a, c)
         )
     count = factors.shape[1]
-    leaf_scores = levels[0][:, :count] + outside[:, :count] - log_z[:, None, None, None]
-    return log_z, torch.exp(leaf_scores)
+    return _normalise(levels[0][:, :count] + outside[:, :count])
+
+
+def _normalise(log_weights: Tensor) -> Tensor:
+    """Softmax of (..., T, T) log-weights over their last two axes; an all -inf matrix (a sequence
+    with no allowed path, possible only unvalidated) gives zeros rather than NaN."""
+    flat = log_weights.flatten(-2)
+    top = flat.amax(-1, keepdim=True).clamp_min(torch.finfo(flat.dtype).min)
+    weights = torch.exp(flat - top)
+    # the largest weight is exp(0) = 1, so a sum below 1 means all -inf (sum 0): no division by 0
+    return (weights / weights.sum(-1, keepdim=True).clamp_min(1.0)).unflatten(-1, log_weights.shape[-2:])
 
 
 def _best_path(factors: Tensor) -> tuple[Tensor, Tensor]:

@@ -137,21 +137,41 @@ def _violation(pairwise: Tensor, lengths: Tensor) -> Tensor:
     return torch.cat([errors, errors.new_zeros(errors.shape[0], 1)], dim=1).amax(-1)
 
 
+def _danskin_pieces(
+    weights: Tensor, singles: Tensor, lengths: Tensor, temperature: float, iterations: int, order: str
+) -> tuple[Tensor, Tensor, Tensor]:
+    """``τ B_Y(w/τ)`` (B,) at the iterate, and its Danskin gradient: the arc marginals q
+    (B, N-1, T, T) and the tag probabilities of length-1 sequences (B, T), zero for longer ones."""
+    log_q = _iterate(weights, lengths, temperature, iterations, order)
+    _, pairwise, value = _read_off(log_q, weights, singles, lengths, temperature)
+    single_probs = torch.softmax(singles / temperature, dim=-1) * (lengths == 1).unsqueeze(-1)
+    return temperature * value, pairwise, single_probs
+
+
 class _DanskinValue(torch.autograd.Function):
     """``τ B_Y(w/τ)`` whose gradient is the iterate ``q`` itself (Danskin), not a backward
-    pass through the iterations: exact at convergence, the paper's "use the inference algorithm"."""
+    pass through the iterations: exact at convergence, the paper's "use the inference algorithm".
+
+    A plain backward returns the q saved by the forward pass. A backward that must itself be
+    differentiable (``create_graph=True``: gradient penalties, Hessian-vector products) runs the
+    iterations again from the saved weights with autograd recording, so the derivative of the
+    gradient ``q − y`` is the exact ``dq/dw`` through the iterations (what finite differences of
+    the Danskin gradient measure), never a detached constant.
+    """
 
     @staticmethod
     def forward(ctx, weights, singles, lengths, temperature, iterations, order):  # type: ignore[override]
-        log_q = _iterate(weights, lengths, temperature, iterations, order)
-        _, pairwise, value = _read_off(log_q, weights, singles, lengths, temperature)
-        single_probs = torch.softmax(singles / temperature, dim=-1) * (lengths == 1).unsqueeze(-1)
-        ctx.save_for_backward(pairwise, single_probs)
-        return temperature * value
+        options = (temperature, iterations, order)
+        value, pairwise, single_probs = _danskin_pieces(weights, singles, lengths, *options)
+        ctx.save_for_backward(weights, singles, lengths, pairwise, single_probs)
+        ctx.options = options
+        return value
 
     @staticmethod
     def backward(ctx, grad):  # type: ignore[override]
-        pairwise, single_probs = ctx.saved_tensors
+        weights, singles, lengths, pairwise, single_probs = ctx.saved_tensors
+        if torch.is_grad_enabled():  # create_graph: record the iterations the gradient comes from
+            _, pairwise, single_probs = _danskin_pieces(weights, singles, lengths, *ctx.options)
         return grad[:, None, None, None] * pairwise, grad[:, None] * single_probs, None, None, None, None
 
 
@@ -294,6 +314,10 @@ def loss(
 
     ``gradient="unrolled"`` backpropagates through the iterations instead; both agree at
     convergence. At τ = 1 this is the paper's ``B_Y(w) − <w, y>``.
+
+    Second-order derivatives (gradient penalties, Hessian-vector products) are exact in both
+    modes: with ``"danskin"`` they differentiate the gradient it returns, ``q − y``, with ``q``
+    differentiated through the iterations (before convergence its Jacobian is not symmetric).
     """
     _check_options(iterations, temperature, order)
     contract.check_choice("gradient", gradient, GRADIENTS)

@@ -1,7 +1,9 @@
 """Exact linear-chain CRF, sequential: forward / forward–backward / Viterbi, one step per position.
 
 O(N T²) work and N dependent steps. Marginals come from an explicit forward–backward pass;
-``log_partition`` is differentiable by autograd (its gradient equals those marginals).
+``log_partition`` is differentiable by autograd (its gradient equals those marginals), to any
+order: the marginals are differentiable too (their derivative, the covariance of the sufficient
+statistics, gives Hessian-vector products), through ``loss`` and ``partial_loss`` as well.
 """
 
 from . import _chain

@@ -1,7 +1,13 @@
 """Exact linear-chain CRF by parallel scan: the same quantities as ``crf`` from a binary tree of
 log-semiring (``log Z``, marginals) and max-plus (Viterbi) matrix products, O(log N) dependent
 steps and O(N T³) work. Padding is masked by semiring identities, which is exact for these
-semirings. Results equal ``crf`` up to floating-point rounding.
+semirings. Results equal ``crf`` up to floating-point rounding, at every score scale (marginals
+are normalised per chain factor, never by subtracting ``log Z``).
+
+Memory is O(B N T³) as well: every function raises ``ValueError`` (pointing to ``crf``) when the
+largest intermediate, ``B · P/2 · T³`` scores with P the N + 1 factors rounded up to a power of
+two, would exceed ``contract.SCAN_MEMORY_BUDGET`` bytes (2 GiB), from the shapes alone, before
+anything is allocated, whether or not ``validate`` is set.
 """
 
 from . import _tree

@@ -47,7 +47,8 @@ def test_smaller_profiles_are_subgrids():
 
 def test_the_scan_materialises_a_cube_and_the_cap_skips():
     assert common.largest_intermediate("crf", 8, 65, 32) == 8 * 64 * 32**2
-    assert common.largest_intermediate("crf-scan", 8, 64, 32) == 8 * 32 * 32**3
+    # N = 64 gives N + 1 = 65 chain factors, padded to 128: 64 products of T x T x T at the first level
+    assert common.largest_intermediate("crf-scan", 8, 64, 32) == 8 * 64 * 32**3
     cap = common.GRID.element_cap["cpu"]
     with pytest.raises(NotImplementedError, match="elements"):
         common.skip_unless_fits("bcrf-10", "cpu", 1, cap + 2, 1)

@@ -14,7 +14,7 @@ import torch
 from crfbench import cli, data
 from crfbench.config import RunConfig, load_config
 from crfbench.evaluate import evaluate
-from crfbench.experiment import load_dataset
+from crfbench.experiment import EVALUATION_FILE, load_dataset
 from crfbench.objectives import DECODERS, LOSSES, NATURAL_DECODER
 from crfbench.timing import time_run
 from crfbench.train import CHECKPOINT_FILE, MODEL_FILE, train
@@ -76,6 +76,20 @@ def test_a_run_directory_refuses_different_settings(tmp_path: Path) -> None:
     train(make_config(epochs=1), tmp_path, progress=False)
     with pytest.raises(ValueError, match="different settings"):
         train(make_config(epochs=1, seed=5), tmp_path, progress=False)
+
+
+def test_a_changed_run_restarts_from_scratch_when_asked(tmp_path: Path) -> None:
+    """What the pipeline does after a setting changed: the old run's files go, none is reused."""
+    train(make_config(epochs=1), tmp_path / "changed", progress=False)
+    evaluate(tmp_path / "changed", decoders=["viterbi"], splits=["dev"], progress=False)
+    assert (tmp_path / "changed" / EVALUATION_FILE).exists()
+    restarted = train(make_config(epochs=2), tmp_path / "changed", progress=False, restart_if_changed=True)
+    fresh = train(make_config(epochs=2), tmp_path / "fresh", progress=False)
+    drop_time = lambda history: [{k: v for k, v in e.items() if k != "seconds"} for e in history]  # noqa: E731
+    assert drop_time(restarted["history"]) == drop_time(fresh["history"])  # not resumed from epoch 1
+    assert not (tmp_path / "changed" / EVALUATION_FILE).exists()  # the old run's evaluation is gone
+    recorded = json.loads((tmp_path / "changed" / "config.json").read_text())["config"]
+    assert recorded == make_config(epochs=2).to_dict()
 
 
 def test_evaluation_rows_are_complete_and_self_describing(tmp_path: Path) -> None:

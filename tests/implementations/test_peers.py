@@ -108,3 +108,19 @@ def test_from_torch_struct_defines_the_same_distribution(per_position):
     ours = crf.loss(zero_emissions, edge_transitions, lengths, tags)
     expected = crf.loss(emissions, transitions, lengths, tags, start=start, end=end)
     torch.testing.assert_close(ours, expected)
+
+
+@pytest.mark.parametrize("per_position", [False, True])
+def test_torch_struct_trims_padding_past_the_longest_sequence(per_position):
+    """torch-struct requires one sequence to fill N: padding beyond the longest is cut off."""
+    torch_struct = pytest.importorskip("torch_struct")
+    emissions, transitions, lengths, _, start, end = _instance(7, per_position)
+    lengths = torch.tensor([5, 2, 4, 3, 5])  # N = 7, longest 5
+    potentials = peers.to_torch_struct(emissions, transitions, lengths, start, end)
+    assert potentials.shape == (5, 4, 4, 4)
+    dist = torch_struct.LinearChainCRF(potentials, lengths=lengths)
+    crf = implementations.get("crf")
+    log_z = crf.log_partition(emissions, transitions, lengths, start=start, end=end)
+    torch.testing.assert_close(dist.partition, log_z)
+    _, pairwise = crf.marginals(emissions, transitions, lengths, start=start, end=end)
+    torch.testing.assert_close(dist.marginals.transpose(-1, -2), pairwise[:, :4])

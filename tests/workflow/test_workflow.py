@@ -5,37 +5,20 @@ The smoke config is run end to end by `.ci/run` (minutes), not here.
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
+import fcntl
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-SNAKEMAKE = Path(sys.executable).with_name("snakemake")
+from tests.workflow.pipeline import SNAKEMAKE, copy_workflow, snakemake
 
 pytestmark = pytest.mark.skipif(not SNAKEMAKE.exists(), reason="snakemake not installed (extra: pipeline)")
-
-
-def snakemake(*arguments: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    environment = os.environ | {
-        "CRFBENCH_DATA": os.environ.get("CRFBENCH_DATA", str(ROOT.parent / "shared/data"))
-    }
-    return subprocess.run(
-        [str(SNAKEMAKE), *arguments], cwd=cwd, capture_output=True, text=True, env=environment, timeout=300
-    )
 
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the workflow in a scratch folder, so dry runs never see real results."""
-    target = tmp_path_factory.mktemp("workflow")
-    for name in ("Snakefile", "workflow", "config"):
-        source = ROOT / name
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, target / name)
-    return target
+    return copy_workflow(tmp_path_factory.mktemp("workflow"))
 
 
 def test_lint_finds_nothing_but_the_missing_conda_directives(workdir: Path) -> None:
@@ -84,9 +67,7 @@ def test_a_config_error_names_the_setting(workdir: Path, tmp_path: Path) -> None
 def test_asv_results_are_tidied_and_published_unless_scaling_is_off(tmp_path: Path) -> None:
     from tests.crfbench.asv_fixture import write_asv_results
 
-    for name in ("Snakefile", "workflow", "config"):
-        source = ROOT / name
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, tmp_path / name)
+    copy_workflow(tmp_path)
     marginals = (("backend", "method", "N"), (("torch",), ("crf",), (16,)), [1.0], "seconds")
     write_asv_results(tmp_path / "results/asv", "box", "a" * 40, 1_000, {"m.C.time_marginals": marginals})
     planned = snakemake("-n", "--cores", "2", "--configfile", "config/smoke.yaml", cwd=tmp_path)
@@ -97,3 +78,66 @@ def test_asv_results_are_tidied_and_published_unless_scaling_is_off(tmp_path: Pa
     )
     assert off.returncode == 0, off.stdout[-3000:] + off.stderr[-3000:]
     assert "scaling_table" not in off.stdout and "asv_html" not in off.stdout
+
+
+def test_the_default_workflow_profile_is_loaded_without_being_named(workdir: Path) -> None:
+    result = snakemake("-n", "--cores", "2", "--configfile", "config/smoke.yaml", cwd=workdir)
+    assert "workflow/profiles/default" in result.stdout + result.stderr
+
+
+def edit_smoke(workdir: Path, tmp_path: Path, old: str, new: str) -> Path:
+    config = tmp_path / "edited.yaml"
+    text = (workdir / "config/smoke.yaml").read_text()
+    assert old in text
+    config.write_text(text.replace(old, new))
+    return config
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "named"),
+    [
+        ("learning_rate: 0.01", "learning_rate: fast", "learning_rate"),
+        ("layers: 2, dim: 32", "layers: two, dim: 32", "layers"),
+        ("epochs: 2,", "epochs: true,", "epochs"),
+    ],
+)
+def test_a_bad_experiment_setting_fails_the_dry_run_naming_it(
+    workdir: Path, tmp_path: Path, old: str, new: str, named: str
+) -> None:
+    config = edit_smoke(workdir, tmp_path, old, new)
+    result = snakemake("-n", "--cores", "1", "--configfile", str(config), cwd=workdir)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert named in output and "experiment" in output, output[-2000:]
+
+
+def test_a_yaml_exponent_learning_rate_is_read_as_a_number(workdir: Path, tmp_path: Path) -> None:
+    """YAML 1.1 reads 1e-3 as a string; the run gets the number it means (was a crash in the job)."""
+    config = edit_smoke(workdir, tmp_path, "learning_rate: 0.01", "learning_rate: 1e-3")
+    result = snakemake("-n", "--cores", "1", "--configfile", str(config), cwd=workdir)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def hold_the_live_run_lock(workdir: Path):
+    """What a live pipeline run holds (see workflow/rules/common.smk): the flock on its lock file."""
+    path = workdir / ".snakemake/crfbench-live.lock"
+    path.parent.mkdir(exist_ok=True)
+    handle = path.open("a")
+    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return handle
+
+
+def test_stale_locks_are_cleared_but_a_live_runs_locks_are_respected(tmp_path: Path) -> None:
+    workdir = copy_workflow(tmp_path)
+    locks = workdir / ".snakemake/locks"
+    locks.mkdir(parents=True)
+    target = ("results/smoke/data/synthetic.json", "--cores", "1", "--configfile", "config/smoke.yaml")
+    with hold_the_live_run_lock(workdir):
+        (locks / "0.output.lock").write_text("results/smoke/data/synthetic.json\n")  # as Snakemake writes it
+        live = snakemake(*target, cwd=workdir)
+    assert live.returncode != 0 and "LockException" in live.stdout + live.stderr
+    assert not (workdir / "results/smoke/data/synthetic.json").exists()
+    stale = snakemake(*target, cwd=workdir)  # the holder is gone: its locks are stale
+    assert stale.returncode == 0, stale.stdout[-3000:] + stale.stderr[-3000:]
+    assert (workdir / "results/smoke/data/synthetic.json").exists()
+    assert not list(locks.glob("*.lock"))

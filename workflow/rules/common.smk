@@ -1,9 +1,14 @@
-# Shared helpers: which runs the config asks for, and each run's settings (RunConfig fields).
+# Shared helpers: which runs the config asks for, and each run's settings (RunConfig fields);
+# recovery from an interrupted run and checks of every run's settings before anything runs.
+import fcntl
 import os
 import shlex
 import sys
 from pathlib import Path
 
+from snakemake.exceptions import WorkflowError
+
+from crfbench.config import RunConfig
 from crfbench.io import write_json  # atomic, as every output of the engine
 
 RESULTS = config["results_dir"]
@@ -62,6 +67,21 @@ def run_settings(dataset, encoder, loss, seed):
     return dict(sorted(settings.items()))  # a stable order: Snakemake compares params
 
 
+def check_run_settings():
+    """Every run's settings through ``RunConfig`` at parse time, so that a bad value in an
+    experiment's ``settings`` or ``scorer`` fails the dry run naming it, not a job's log later."""
+    checked = set()
+    for experiment, dataset, encoder, loss, _ in runs():
+        if (dataset, encoder, loss) in checked:
+            continue
+        checked.add((dataset, encoder, loss))
+        try:
+            RunConfig.from_dict(run_settings(dataset, encoder, loss, config["seeds"][0]))
+        except (TypeError, ValueError) as error:
+            where = f"experiment {experiment['name']!r} ({dataset}, encoder {encoder}, loss {loss})"
+            raise WorkflowError(f"config: {where}: {error}") from None
+
+
 def timing_settings(dataset, encoder):
     """Settings of a timing job: the experiment's first loss (timing measures them all)."""
     experiment = experiment_of(dataset, encoder)
@@ -80,3 +100,35 @@ def asv_result_files():
 
 RUN_DIR = f"{RESULTS}/runs/{{dataset}}/{{encoder}}/{{loss}}/{{seed}}"
 TIMING_DIR = f"{RESULTS}/timing/{{dataset}}/{{encoder}}"
+
+
+LIVE_RUN_LOCK = ".snakemake/crfbench-live.lock"
+LIVE_RUN_VARIABLE = "CRFBENCH_PIPELINE_LIVE"  # set in the run holding the lock; its jobs inherit it
+_live_run_lock = None  # the open lock file, held for the life of this Snakemake process
+
+
+def clear_stale_locks():
+    """Remove the working-directory locks a killed run left behind, so a plain rerun resumes.
+
+    Snakemake marks its working directory as locked with files under ``.snakemake/locks`` that a
+    killed run never removes: the next run stops with a LockException until ``--unlock``. A file
+    lock (``flock``) tells a live run from a dead one, since the kernel drops it with its process
+    however that process ends. The Snakemake process that takes it is the only live pipeline run
+    here, so any lock files are stale and go; a run started while another is live does not get it,
+    leaves the files, and Snakemake refuses it as before. Jobs that Snakemake spawns (they parse
+    this file again) inherit ``LIVE_RUN_VARIABLE`` and skip all this.
+    """
+    global _live_run_lock
+    if os.environ.get(LIVE_RUN_VARIABLE):
+        return
+    Path(LIVE_RUN_LOCK).parent.mkdir(exist_ok=True)
+    handle = open(LIVE_RUN_LOCK, "a")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:  # another run of this pipeline is live: its locks are real
+        handle.close()
+        return
+    _live_run_lock = handle
+    os.environ[LIVE_RUN_VARIABLE] = "1"
+    for stale in Path(".snakemake/locks").glob("*.lock"):
+        stale.unlink(missing_ok=True)

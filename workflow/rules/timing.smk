@@ -35,4 +35,4 @@ rule time:
     shell:
         "CRFBENCH_DATA={params.data_dir:q} {params.cli} time --config {input.settings} --run-dir {params.run_dir} "
         "--decoders {params.decoders} --batches {params.batches} --rounds {params.rounds} "
-        "--warmup {params.warmup} --no-progress > {log} 2>&1"
+        "--warmup {params.warmup} --restart-if-changed --no-progress > {log} 2>&1"

@@ -1,5 +1,7 @@
 # Train one (dataset, encoder, loss, seed). The engine checkpoints every epoch in the run folder,
-# so a rerun after an interruption resumes; train.json appears only when training finished.
+# so a rerun after an interruption resumes; train.json appears only when training finished. When
+# a setting of the run changed, Snakemake rewrites settings.json (its params changed) and the
+# engine discards the old run (--restart-if-changed) instead of resuming it.
 
 
 rule run_settings:
@@ -30,4 +32,4 @@ rule train:
         gpu=config["gpus_per_job"],
     shell:
         "CRFBENCH_DATA={params.data_dir:q} {params.cli} train --config {input.settings} "
-        "--run-dir {params.run_dir} --no-progress > {log} 2>&1"
+        "--run-dir {params.run_dir} --restart-if-changed --no-progress > {log} 2>&1"

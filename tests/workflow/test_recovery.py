@@ -1,0 +1,142 @@
+"""The smoke pipeline recovers by itself: killed mid-run, or re-configured, a plain rerun of the
+README's command finishes with the results an undisturbed run gives.
+
+These run the smoke profile end to end (twice, then the affected part once more): a few minutes
+on 2 cores. They replace CI's separate smoke run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from tests.workflow.pipeline import SNAKEMAKE, copy_workflow, environment, snakemake
+
+pytestmark = pytest.mark.skipif(not SNAKEMAKE.exists(), reason="snakemake not installed (extra: pipeline)")
+
+SMOKE = ("--cores", "2", "--configfile", "config/smoke.yaml")  # the README's smoke command
+RESULTS = Path("results/smoke")
+PIPELINE_TIMEOUT = 1200
+
+
+def run_smoke(workdir: Path) -> None:
+    result = snakemake(*SMOKE, cwd=workdir, timeout=PIPELINE_TIMEOUT)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def kill_mid_training(workdir: Path) -> None:
+    """Start the smoke run in its own process group and SIGKILL the whole group while a training
+    job is between epochs: some runs finished, one with a checkpoint and no ``train.json``."""
+    process = subprocess.Popen(
+        [str(SNAKEMAKE), *SMOKE],
+        cwd=workdir,
+        env=environment(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + PIPELINE_TIMEOUT
+    try:
+        while time.monotonic() < deadline and process.poll() is None:
+            runs = workdir / RESULTS / "runs"
+            finished = list(runs.glob("**/train.json"))
+            in_progress = [p for p in runs.glob("**/checkpoint.pt") if not p.with_name("train.json").exists()]
+            if finished and in_progress:
+                break
+            time.sleep(0.02)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    assert process.returncode == -signal.SIGKILL, "the smoke run ended before it could be interrupted"
+    assert list((workdir / ".snakemake/locks").glob("*.lock")), "the kill left no lock: nothing was tested"
+
+
+def without_seconds(history: list[dict]) -> list[dict]:
+    return [{key: value for key, value in epoch.items() if key != "seconds"} for epoch in history]
+
+
+def canonical(value: object) -> object:
+    """A checkpoint's content in a form ``==`` compares exactly (tensors by dtype, shape, bytes)."""
+    if isinstance(value, torch.Tensor):
+        return (str(value.dtype), tuple(value.shape), value.numpy().tobytes())
+    if isinstance(value, dict):
+        return {key: canonical(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [canonical(item) for item in value]
+    return value
+
+
+def comparable_results(workdir: Path) -> dict[str, object]:
+    """Every result file, less what measures wall-clock time (timing tables, the per-epoch
+    ``seconds`` that ``train.json`` and ``checkpoint.pt`` record) and the logs; reports/ is drawn
+    from these and the timings. Files compare byte for byte, checkpoints by their content."""
+    results: dict[str, object] = {}
+    for path in sorted((workdir / RESULTS).rglob("*")):
+        relative = path.relative_to(workdir / RESULTS)
+        if not path.is_file() or relative.parts[0] in {"logs", "timing"} or path.name == "timing.csv":
+            continue
+        if path.name == "train.json":
+            summary = json.loads(path.read_bytes())
+            results[str(relative)] = summary | {"history": without_seconds(summary["history"])}
+        elif path.name == "checkpoint.pt":
+            saved = torch.load(path, weights_only=False)
+            state = saved["state"] | {"history": without_seconds(saved["state"]["history"])}
+            results[str(relative)] = canonical(saved | {"state": state})
+        else:
+            results[str(relative)] = path.read_bytes()
+    return results
+
+
+@pytest.fixture(scope="module")
+def undisturbed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    workdir = copy_workflow(tmp_path_factory.mktemp("undisturbed"))
+    run_smoke(workdir)
+    return comparable_results(workdir)
+
+
+@pytest.fixture(scope="module")
+def recovered(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A smoke run killed mid-training, then run again with the same command."""
+    workdir = copy_workflow(tmp_path_factory.mktemp("killed"))
+    kill_mid_training(workdir)
+    run_smoke(workdir)
+    return workdir
+
+
+def test_a_killed_run_resumes_with_a_plain_rerun_to_the_undisturbed_results(
+    recovered: Path, undisturbed: dict[str, object]
+) -> None:
+    results = comparable_results(recovered)
+    assert results.keys() == undisturbed.keys()
+    assert any(name.endswith("model.pt") for name in results)
+    for name, content in undisturbed.items():
+        assert results[name] == content, name
+    again = snakemake("--dry-run", *SMOKE, cwd=recovered)
+    assert "Nothing to be done" in again.stdout, again.stdout[-3000:]
+
+
+def test_a_changed_setting_retrains_exactly_the_runs_it_affects(recovered: Path) -> None:
+    config_file = recovered / "config/smoke.yaml"
+    config = yaml.safe_load(config_file.read_text())
+    (synthetic,) = [e for e in config["experiments"] if e["name"] == "synthetic"]
+    synthetic["settings"]["epochs"] += 1
+    config_file.write_text(yaml.safe_dump(config))
+    runs = recovered / RESULTS / "runs"
+    before = {path: path.stat().st_mtime_ns for path in runs.glob("**/model.pt")}
+
+    run_smoke(recovered)
+
+    retrained = {path.relative_to(runs) for path in before if path.stat().st_mtime_ns != before[path]}
+    assert retrained == {Path(f"synthetic/L0/{loss}/0/model.pt") for loss in synthetic["losses"]}
+    for loss in synthetic["losses"]:
+        summary = json.loads((runs / "synthetic/L0" / loss / "0/train.json").read_text())
+        assert summary["epochs_done"] == synthetic["settings"]["epochs"], loss
+    assert "Nothing to be done" in snakemake("--dry-run", *SMOKE, cwd=recovered).stdout
