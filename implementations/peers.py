@@ -51,11 +51,12 @@ def to_torch_struct(
 ) -> Tensor:
     """torch-struct edge potentials ``[b, n, cur, prev]`` (B, M-1, T, T) with ``M = max(lengths)``:
     the padding past the longest sequence is cut off, because torch-struct requires one sequence
-    of length exactly N (a batch padded beyond its longest sequence is fine here). Needs every
-    length >= 2 (torch-struct has no representation of a one-tag chain). Differentiable."""
+    of length exactly N (a batch padded beyond its longest sequence is fine here; an empty batch
+    gives (0, N-1, T, T)). Needs every length >= 2 (torch-struct has no representation of a
+    one-tag chain). Differentiable."""
     if emissions.shape[1] < 2 or bool((lengths < 2).any()):
         raise ValueError("torch-struct's LinearChainCRF needs every length >= 2")
-    longest = int(lengths.max())
+    longest = int(lengths.max()) if len(lengths) else emissions.shape[1]  # B = 0: nothing to cut
     emissions = emissions[:, :longest]
     if transitions.ndim == 4:  # per position (B, N-1, T, T)
         transitions = transitions[:, : longest - 1]

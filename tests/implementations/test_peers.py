@@ -124,3 +124,10 @@ def test_torch_struct_trims_padding_past_the_longest_sequence(per_position):
     torch.testing.assert_close(dist.partition, log_z)
     _, pairwise = crf.marginals(emissions, transitions, lengths, start=start, end=end)
     torch.testing.assert_close(dist.marginals.transpose(-1, -2), pairwise[:, :4])
+
+
+@pytest.mark.parametrize("per_position", [False, True])
+def test_torch_struct_converts_an_empty_batch(per_position):
+    emissions, transitions, lengths, _, start, end = _instance(7, per_position)
+    empty = (emissions[:0], transitions[:0] if per_position else transitions, lengths[:0])
+    assert peers.to_torch_struct(*empty, start, end).shape == (0, 6, 4, 4)
