@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .io import CorruptFileError, read_csv, write_atomic
+from .io import CorruptFileError, numeric_column, read_csv, write_atomic
 
 
 def _kind(path: Path, table: pd.DataFrame) -> tuple[str, tuple[str, ...]]:
@@ -33,14 +33,7 @@ def _check_numbers(path: Path, table: pd.DataFrame, columns: tuple[str, ...]) ->
     An empty ``value`` is a metric without a value (NaN); ``seconds`` and ``round`` are always set.
     """
     for name in columns:
-        cells = table[name]
-        numbers = pd.to_numeric(cells, errors="coerce")
-        bad = numbers.isna() & (cells.notna() | (name in ("seconds", "round")))
-        if bad.any():
-            row = int(bad.to_numpy().nonzero()[0][0])
-            raise CorruptFileError(
-                f"{path}:{row + 2}: column {name} must be a number, found {cells.iloc[row]!r}"
-            )
+        numeric_column(path, table, name, required=name in ("seconds", "round"))
 
 
 def aggregate(files: Sequence[Path], out_file: Path) -> pd.DataFrame:

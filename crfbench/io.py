@@ -228,3 +228,17 @@ def read_csv(path: Path, *, complete: bool = True, allow_empty: bool = False, **
     if not rows and not allow_empty:
         raise CorruptFileError(f"{path}: no data rows after the header (a truncated file?)")
     return pd.read_csv(io.StringIO(text), **options)
+
+
+def numeric_column(path: Path, table: pd.DataFrame, name: str, *, required: bool = False) -> pd.Series:
+    """Column ``name`` of the table read from ``path`` as numbers; CorruptFileError naming the
+    file line of the first cell that is not a number. An empty cell is NaN unless ``required``."""
+    import pandas as pd
+
+    cells = table[name]
+    numbers = pd.to_numeric(cells, errors="coerce")
+    bad = numbers.isna() & (cells.notna() | required)
+    if bad.any():
+        row = int(bad.to_numpy().nonzero()[0][0])
+        raise CorruptFileError(f"{path}:{row + 2}: column {name} must be a number, found {cells.iloc[row]!r}")
+    return numbers

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..io import CorruptFileError, read_csv
+from ..io import numeric_column, read_csv
 
 METRICS_FILE = "metrics.csv"
 TIMING_FILE = "timing.csv"
@@ -62,13 +62,7 @@ def read_results(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
         raise ValueError(f"{path}: missing column(s) {', '.join(missing)}")
     table[text] = table[text].fillna("")
     for name in sorted(set(NUMERIC_COLUMNS) & set(columns)):
-        numbers = pd.to_numeric(table[name], errors="coerce")
-        bad = numbers.isna() & table[name].notna()
-        if bad.any():
-            row = int(bad.to_numpy().nonzero()[0][0])
-            found = table[name].iloc[row]
-            raise CorruptFileError(f"{path}:{row + 2}: column {name} must be a number, found {found!r}")
-        table[name] = numbers.astype(float)
+        table[name] = numeric_column(path, table, name).astype(float)
     return table
 
 

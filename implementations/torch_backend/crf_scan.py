@@ -4,10 +4,8 @@ steps and O(N T³) work. Padding is masked by semiring identities, which is exac
 semirings. Results equal ``crf`` up to floating-point rounding, at every score scale (marginals
 are normalised per chain factor, never by subtracting ``log Z``).
 
-Memory is O(B N T³) as well: every function raises ``ValueError`` (pointing to ``crf``) when the
-largest intermediate, ``B · P/2 · T³`` scores with P the N + 1 factors rounded up to a power of
-two, would exceed ``contract.SCAN_MEMORY_BUDGET`` bytes (2 GiB), from the shapes alone, before
-anything is allocated, whether or not ``validate`` is set.
+Memory is O(B N T³) as well: every function refuses a call over the budget that
+``contract.check_scan_memory`` states, pointing to ``crf``.
 """
 
 from . import _tree
