@@ -1,4 +1,5 @@
-"""Gather the per-run tidy CSVs (evaluation.csv, timing.csv) into one results table."""
+"""Gather the per-run outputs into the results tables: evaluation.csv -> metrics.csv, timing.csv
+-> timing.csv, sentences.csv -> sentences.csv.gz, and the dev curves of train.json -> curves.csv."""
 
 from __future__ import annotations
 
@@ -7,24 +8,36 @@ from pathlib import Path
 
 import pandas as pd
 
-from .io import CorruptFileError, numeric_column, read_csv, write_atomic
+from .experiment import SUMMARY_FILE
+from .io import CorruptFileError, numeric_column, read_csv, write_csv
+from .schema import SENTENCE_COLUMNS, SENTENCE_NUMBERS
+
+
+def _kinds() -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    """Each per-run CSV kind: the columns the results tables need, and which must be numbers."""
+    from .report.inputs import METRICS_COLUMNS, NUMERIC_COLUMNS, TIMING_COLUMNS
+
+    numeric = lambda columns: tuple(name for name in columns if name in NUMERIC_COLUMNS)  # noqa: E731
+    return {
+        "evaluation.csv": (METRICS_COLUMNS, numeric(METRICS_COLUMNS)),
+        "timing.csv": (TIMING_COLUMNS, numeric(TIMING_COLUMNS)),
+        "sentences.csv": (SENTENCE_COLUMNS, SENTENCE_NUMBERS),
+    }
 
 
 def _kind(path: Path, table: pd.DataFrame) -> tuple[str, tuple[str, ...]]:
     """Which per-run table ``table`` is, and its numeric columns; CorruptFileError naming the
-    columns the report needs that ``path`` lacks."""
-    from .report.inputs import METRICS_COLUMNS, NUMERIC_COLUMNS, TIMING_COLUMNS
-
-    kinds = {"evaluation.csv": METRICS_COLUMNS, "timing.csv": TIMING_COLUMNS}
+    columns the results need that ``path`` lacks."""
+    kinds = _kinds()
     missing = {
-        kind: [name for name in columns if name not in table.columns] for kind, columns in kinds.items()
+        kind: [name for name in columns if name not in table.columns] for kind, (columns, _) in kinds.items()
     }
     kind = min(missing, key=lambda name: len(missing[name]))
     if missing[kind]:
         raise CorruptFileError(
-            f"{path}: not an evaluation.csv or timing.csv: lacks column(s) {', '.join(missing[kind])}"
+            f"{path}: not a per-run {', '.join(kinds)}: lacks column(s) {', '.join(missing[kind])}"
         )
-    return kind, tuple(name for name in kinds[kind] if name in NUMERIC_COLUMNS)
+    return kind, kinds[kind][1]
 
 
 def _check_numbers(path: Path, table: pd.DataFrame, columns: tuple[str, ...]) -> None:
@@ -33,26 +46,38 @@ def _check_numbers(path: Path, table: pd.DataFrame, columns: tuple[str, ...]) ->
     An empty ``value`` is a metric without a value (NaN); ``seconds`` and ``round`` are always set.
     """
     for name in columns:
-        numeric_column(path, table, name, required=name in ("seconds", "round"))
+        numeric_column(path, table, name, required=name not in ("value", "iterations"))
+
+
+def _read(path: Path) -> pd.DataFrame:
+    """One per-run output as a table: a train.json as its dev curve, a CSV checked whole."""
+    if path.name == SUMMARY_FILE:
+        from .train import dev_curve  # torch, only for curves
+
+        return dev_curve(path.parent)
+    table = read_csv(path)
+    _, numeric = _kind(path, table)
+    _check_numbers(path, table, numeric)
+    return table
 
 
 def aggregate(files: Sequence[Path], out_file: Path) -> pd.DataFrame:
-    """Concatenate tidy CSVs with the same columns into ``out_file``; errors name the odd file.
+    """Concatenate per-run outputs of one kind into ``out_file`` (gzip when it ends in .gz);
+    errors name the odd file.
 
-    Every input must be a whole evaluation.csv or timing.csv (all of the same kind): a truncated,
-    empty or damaged file, one without the columns the report reads, or a non-number where a number
-    is due is refused before anything is written.
+    Every input must be a whole evaluation.csv, timing.csv or sentences.csv, or a finished run's
+    train.json (its dev curve), all of the same kind: a truncated, empty or damaged file, one
+    without the columns the results need, or a non-number where a number is due is refused
+    before anything is written.
     """
     if not files:
         raise ValueError("aggregate: no input files")
     tables = []
     for path in files:
-        table = read_csv(Path(path))
-        _, numeric = _kind(Path(path), table)
-        _check_numbers(Path(path), table, numeric)
+        table = _read(Path(path))
         if tables and list(table.columns) != list(tables[0].columns):
             raise ValueError(f"{path}: columns differ from {files[0]}'s")
         tables.append(table)
     result = pd.concat(tables, ignore_index=True)
-    write_atomic(Path(out_file), result.to_csv(index=False))
+    write_csv(Path(out_file), result)
     return result

@@ -310,9 +310,14 @@ def parser() -> argparse.ArgumentParser:
     )
     scaling.set_defaults(handler=_scaling)
 
-    gather = commands.add_parser("aggregate", help="concatenate per-run tidy CSVs into one table")
-    gather.add_argument("files", nargs="+", type=input_file, help="evaluation.csv or timing.csv files")
-    gather.add_argument("--out", type=output_file, required=True, help="CSV file to write")
+    gather = commands.add_parser("aggregate", help="concatenate per-run outputs of one kind into one table")
+    gather.add_argument(
+        "files",
+        nargs="+",
+        type=input_file,
+        help="evaluation.csv, timing.csv or sentences.csv files, or train.json files (their dev curves)",
+    )
+    gather.add_argument("--out", type=output_file, required=True, help="CSV file to write (.gz: compressed)")
     gather.set_defaults(handler=_aggregate)
     return main
 

@@ -40,7 +40,8 @@ class RunConfig:
     )
     loss: str = "crf"
     loss_iterations: int = 10  # MF / BCRF iterations inside the training loss (paper: 10)
-    epochs: int = 10
+    epochs: int = 10  # the cap: training stops earlier when ``patience`` says the dev curve is flat
+    patience: int | None = None  # epochs without a better dev score before stopping; None: run to the cap
     batch_size: int = 32
     learning_rate: float | None = None  # None: LEARNING_RATES[scorer.encoder]
     warmup: float = 0.1  # share of updates with a linearly rising learning rate
@@ -78,7 +79,7 @@ class RunConfig:
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ValueError(f"{name}: must be positive or null, got {value!r}")
-        for name in ("max_train_sentences", "max_eval_sentences", "threads"):
+        for name in ("patience", "max_train_sentences", "max_eval_sentences", "threads"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name}: must be a positive integer or null, got {value!r}")

@@ -1,8 +1,9 @@
 """Decode a trained run's dev and test sets with every decoder and score them (Table 1 rows).
 
-Writes ``evaluation.csv`` into the run directory: one tidy row per (split, decoder, metric),
-each carrying how it was made (dataset, protocol, encoder, loss, decoder, iterations, seed,
-backend, device, code revision).
+Writes into the run directory ``evaluation.csv``: one tidy row per (split, decoder, metric), each
+carrying how it was made (dataset, protocol, encoder, loss, decoder, iterations, seed, backend,
+device, code revision); and ``sentences.csv``: the test set's per-sentence counts behind each
+decoder's metrics (``metrics.SENTENCE_COUNTS``), which the claim ledger bootstraps over.
 """
 
 from __future__ import annotations
@@ -16,10 +17,18 @@ from tqdm.auto import tqdm
 
 from . import environment
 from .config import RunConfig, check_device_available
-from .experiment import EVALUATION_FILE, MODEL_FILE, load_dataset, predict, read_run_config
+from .experiment import (
+    EVALUATION_FILE,
+    MODEL_FILE,
+    SENTENCES_FILE,
+    load_dataset,
+    predict,
+    read_run_config,
+)
 from .io import write_atomic
-from .metrics import score
+from .metrics import score, sentence_counts
 from .objectives import DECODERS, describe
+from .schema import RUN_KEY, SENTENCE_COLUMNS
 from .train import load_model
 
 SPLITS = ("dev", "test")
@@ -77,7 +86,7 @@ def evaluate(
         "device_name": where["device_name"],
         "revision": where["revision"],
     }
-    rows = []
+    rows, per_sentence = [], []
     jobs = [(split, name) for split in splits for name in decoders]
     for split, name in tqdm(jobs, desc="evaluate", disable=not progress, leave=False):
         sentences = getattr(dataset, split)
@@ -85,7 +94,12 @@ def evaluate(
         predicted = predict(
             scorer, sentences, dataset.tagset, decoder, batch_size or config.batch_size, device
         )
-        metrics = score(dataset.task, dataset.tagset, [s.tags for s in sentences], predicted)
+        gold = [s.tags for s in sentences]
+        metrics = score(dataset.task, dataset.tagset, gold, predicted)
+        if split == "test":
+            key = {name: common[name] for name in RUN_KEY} | {"split": split, "decoder": name}
+            counts = sentence_counts(dataset.task, dataset.tagset, gold, predicted)
+            per_sentence += [key | {"sentence": index} | row for index, row in enumerate(counts)]
         for metric, value in metrics.items():
             rows.append(
                 common
@@ -94,5 +108,9 @@ def evaluate(
                 | {"metric": metric, "value": value}
             )
     table = pd.DataFrame(rows)
+    write_atomic(
+        run_dir / SENTENCES_FILE,
+        pd.DataFrame(per_sentence, columns=list(SENTENCE_COLUMNS)).to_csv(index=False),
+    )
     write_atomic(run_dir / EVALUATION_FILE, table.to_csv(index=False))
     return table

@@ -11,6 +11,7 @@ user error (exit status 2), not a traceback.
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import json
 import os
@@ -114,6 +115,17 @@ def write_atomic(path: Path, text: str) -> None:
     _replace_with(Path(path), lambda temporary: temporary.write_text(text))
 
 
+def write_csv(path: Path, table: pd.DataFrame) -> None:
+    """Write ``table`` (no index) atomically; gzip-compressed when ``path`` ends in ``.gz``, with
+    no time stamp in the gzip header, so that equal tables give equal bytes."""
+    text = table.to_csv(index=False)
+    if Path(path).suffix != ".gz":
+        write_atomic(path, text)
+        return
+    content = gzip.compress(text.encode("utf-8"), mtime=0)
+    save_atomic(path, lambda temporary: temporary.write_bytes(content))
+
+
 def write_json(path: Path, value: Any) -> None:
     """Write ``value`` as indented JSON, atomically."""
     write_atomic(path, json.dumps(value, indent=2, sort_keys=False, default=str) + "\n")
@@ -143,9 +155,15 @@ def save_torch(path: Path, payload: Any) -> None:
 
 
 def read_text(path: Path) -> str:
-    """The UTF-8 text of ``path`` (a leading byte order mark dropped); one-line errors naming it."""
+    """The UTF-8 text of ``path`` (gunzipped when it ends in ``.gz``; a leading byte order mark
+    dropped); one-line errors naming it."""
     path = check_input_file(path)
     content = path.read_bytes()
+    if path.suffix == ".gz":
+        try:
+            content = gzip.decompress(content)
+        except (OSError, EOFError) as error:
+            raise CorruptFileError(f"{path}: not a whole gzip file ({error})") from None
     try:
         return content.decode("utf-8-sig")
     except UnicodeDecodeError as error:

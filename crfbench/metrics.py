@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from seqeval.metrics import f1_score, precision_score, recall_score
+from seqeval.metrics.sequence_labeling import get_entities
 
 from .data import bies_spans
 from .data.types import TagSet, Task
@@ -52,6 +53,44 @@ def entity_scores(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[st
         "recall": recall_score(gold, predicted, zero_division=0),
         "f1": f1_score(gold, predicted, zero_division=0),
     }
+
+
+#: Per-sentence counts behind every corpus metric (:func:`sentence_counts`), so that a difference
+#: of two decoders can be bootstrapped over sentences: accuracy = Σ correct / Σ tokens, span F1 =
+#: 2 Σ matched / (Σ gold_spans + Σ predicted_spans), violations = mean of invalid.
+SENTENCE_COUNTS = ("tokens", "correct", "gold_spans", "predicted_spans", "matched_spans", "invalid")
+
+
+def _spans(task: Task, tags: Sequence[str]) -> Counter:
+    """The scored units of a sentence: BIES words (seg), seqeval entities (ner), none (pos)."""
+    if task == "seg":
+        return Counter(bies_spans(tags))
+    if task == "ner":  # seqeval's own reading, so that the sums give its corpus F1
+        return Counter(get_entities(list(tags)))
+    return Counter()
+
+
+def sentence_counts(
+    task: Task, tagset: TagSet, gold: Sequence[Sequence[str]], predicted_ids: Sequence[Sequence[int]]
+) -> list[dict[str, int]]:
+    """One dict of :data:`SENTENCE_COUNTS` per sentence; summed, they give :func:`score`'s metrics."""
+    if len(gold) != len(predicted_ids):
+        raise ValueError(f"sentence_counts: {len(gold)} gold sequences but {len(predicted_ids)} predictions")
+    rows = []
+    for gold_tags, ids in zip(gold, predicted_ids, strict=True):
+        predicted_tags = tagset.decode(ids)
+        gold_units, predicted_units = _spans(task, gold_tags), _spans(task, predicted_tags)
+        rows.append(
+            {
+                "tokens": len(gold_tags),
+                "correct": sum(g == p for g, p in zip(gold_tags, predicted_tags, strict=True)),
+                "gold_spans": sum(gold_units.values()),
+                "predicted_spans": sum(predicted_units.values()),
+                "matched_spans": sum((gold_units & predicted_units).values()),
+                "invalid": int(not tagset.is_valid(ids)),
+            }
+        )
+    return rows
 
 
 def violation_rate(predicted_ids: Sequence[Sequence[int]], tagset: TagSet) -> float:

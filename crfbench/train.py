@@ -1,13 +1,15 @@
 """Train a scorer with one of the paper's losses; checkpoint every epoch, resume when interrupted.
 
 Adam with a linear schedule (warm-up over ``config.warmup`` of the updates, then linear decay to
-zero), the loss averaged over the sentences of a batch, dev-set model selection on the task's
-primary metric with the selection decoder. A run directory holds:
+zero at the epoch cap), the loss averaged over the sentences of a batch, dev-set model selection
+on the task's primary metric with the selection decoder, and early stopping: training ends once
+``config.patience`` epochs in a row have not beaten the best dev score. A run directory holds:
 
 - ``config.json``: resolved settings, dataset facts (protocol, sources), environment;
 - ``checkpoint.pt``: everything needed to resume after the last finished epoch;
 - ``model.pt``: the best model so far (by dev score);
-- ``train.json``: per-epoch history and the selected epoch, written when training ends.
+- ``train.json``: the per-epoch dev curve, the selected epoch and why training stopped (patience,
+  or the epoch cap, and then whether the curve was still rising), written when training ends.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
@@ -29,13 +32,15 @@ from .experiment import (
     SUMMARY_FILE,
     load_dataset,
     predict,
+    read_run_config,
     record_run,
     score_batch,
 )
-from .io import CorruptFileError, check_fields, load_torch, save_torch, write_json
+from .io import CorruptFileError, check_fields, load_torch, read_json, save_torch, write_json
 from .metrics import PRIMARY_METRIC, score
 from .models import Scorer, ScorerConfig, build_scorer
 from .objectives import DECODERS, NATURAL_DECODER, is_partial, training_loss
+from .schema import CURVE_COLUMNS
 
 
 def linear_schedule(optimizer: torch.optim.Optimizer, total_steps: int, warmup: float):
@@ -84,6 +89,36 @@ def load_model(path: Path, device: torch.device) -> tuple[Scorer, dict[str, Any]
     return scorer.to(device), saved
 
 
+def dev_curve(run_dir: Path) -> pd.DataFrame:
+    """The per-epoch dev curve of the finished run in ``run_dir`` (its ``train.json``), a row per
+    epoch keyed by the run (dataset, encoder, loss, seed) with how and why training stopped."""
+    run_dir = Path(run_dir)
+    config = read_run_config(run_dir)
+    path = run_dir / SUMMARY_FILE
+    fields = ("history", "selection_metric", "selection_decoder", "best_epoch", "epoch_cap")
+    summary = check_fields(path, read_json(path), fields + ("stopped_by", "still_improving"))
+    metric = summary["selection_metric"]
+    run = {"dataset": config.dataset, "encoder_name": config.encoder_name, "loss": config.loss}
+    rows = [
+        run
+        | {"seed": config.seed, "epoch": entry["epoch"], "train_loss": entry["train_loss"]}
+        | {"dev_metric": metric, "dev_value": entry[f"dev_{metric}"]}
+        | {"selection_decoder": summary["selection_decoder"], "learning_rate": entry["learning_rate"]}
+        | {"seconds": entry["seconds"], "best_epoch": summary["best_epoch"]}
+        | {name: summary[name] for name in ("epoch_cap", "stopped_by", "still_improving")}
+        for entry in summary["history"]
+    ]
+    return pd.DataFrame(rows, columns=list(CURVE_COLUMNS))
+
+
+def still_improving(state: dict[str, Any], patience: int | None) -> bool:
+    """Whether the dev curve had not flattened when training stopped: the best epoch is among the
+    last ``patience`` epochs (the last epoch without patience), so more epochs might have helped."""
+    if state["stopped_early"] or state["best_epoch"] is None:
+        return False
+    return state["epoch"] - state["best_epoch"] < (patience or 1)
+
+
 def train(
     config: RunConfig,
     run_dir: Path,
@@ -116,7 +151,13 @@ def train(
     steps_per_epoch = math.ceil(len(dataset.train) / config.batch_size)
     scheduler = linear_schedule(optimizer, config.epochs * steps_per_epoch, config.warmup)
     shuffler = torch.Generator().manual_seed(config.seed)
-    state: dict[str, Any] = {"epoch": 0, "history": [], "best_epoch": None, "best_dev": -math.inf}
+    state: dict[str, Any] = {
+        "epoch": 0,
+        "history": [],
+        "best_epoch": None,
+        "best_dev": -math.inf,
+        "stopped_early": False,
+    }
 
     checkpoint = run_dir / CHECKPOINT_FILE
     if checkpoint.exists():
@@ -126,11 +167,11 @@ def train(
         scheduler.load_state_dict(saved["scheduler"])
         shuffler.set_state(saved["shuffler"])
         torch.set_rng_state(saved["torch_rng"])
-        state = saved["state"]
+        state = {"stopped_early": False} | saved["state"]
 
     epochs_this_call = 0
     for epoch in range(state["epoch"] + 1, config.epochs + 1):
-        if stop_after is not None and epochs_this_call >= stop_after:
+        if state["stopped_early"] or (stop_after is not None and epochs_this_call >= stop_after):
             break
         started = time.perf_counter()
         scorer.train()
@@ -166,6 +207,9 @@ def train(
             state["best_epoch"], state["best_dev"] = epoch, dev_score
             save_model(run_dir / MODEL_FILE, scorer, tagset.tags, epoch, dev_score)
         state["epoch"] = epoch
+        state["stopped_early"] = (
+            config.patience is not None and epoch - state["best_epoch"] >= config.patience
+        )
         epochs_this_call += 1
         saved = {
             "scorer": scorer.state_dict(),
@@ -183,8 +227,11 @@ def train(
             )
 
     summary = {
-        "finished": state["epoch"] == config.epochs,
+        "finished": state["stopped_early"] or state["epoch"] == config.epochs,
         "epochs_done": state["epoch"],
+        "epoch_cap": config.epochs,
+        "stopped_by": "patience" if state["stopped_early"] else "epoch cap",
+        "still_improving": still_improving(state, config.patience),
         "selection_decoder": selection,
         "selection_metric": metric,
         "best_epoch": state["best_epoch"],

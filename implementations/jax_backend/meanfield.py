@@ -6,8 +6,13 @@ the tag scores (emissions, with ``start`` at the first and ``end`` at the last p
 the transitions.
 
 Mean field multiplies transition scores by probabilities, so a -inf transition would give
-``0 · (−inf) = NaN``: every -inf *transition* is replaced by the finite ``penalty`` (default
--1e4). -inf *tag* scores (emissions, start, end) never meet a product and stay exact.
+``0 · (−inf) = NaN``: every -inf *transition* is replaced by the finite ``penalty``. -inf *tag*
+scores (emissions, start, end) never meet a product and stay exact.
+
+The default ``penalty=0`` scores a forbidden transition as neutral: mean field does not see the
+hard constraints, as the paper says it cannot (App. G), and may output invalid sequences. A large
+penalty swamps the model's scores and locks the parallel updates into a 2-cycle (README, "Mean
+field and hard constraints").
 
 Options (``iterations``, ``init``, ``penalty``, ``validate``) are Python values, static under
 ``jax.jit``.
@@ -30,7 +35,7 @@ from ._tokens import argmax_tags, product_marginals, token_nll, token_partial_nl
 
 INITS = ("unary", "uniform")
 DEFAULT_ITERATIONS = 10
-DEFAULT_PENALTY = -1e4
+DEFAULT_PENALTY = 0.0
 
 
 class MeanFieldResult(NamedTuple):

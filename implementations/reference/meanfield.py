@@ -58,7 +58,7 @@ def meanfield(
     *,
     iterations: int = 10,
     init: str = "unary",
-    penalty: float = -1e4,
+    penalty: float = 0.0,
 ) -> MeanFieldResult:
     """Run ``iterations`` Jacobi mean-field updates on one sequence."""
     if init not in INITS:

@@ -341,6 +341,18 @@ def test_aggregate_accepts_whole_files(capsys, tmp_path, evaluation_csv):
     assert len(pd.read_csv(out)) == 2 * len(pd.read_csv(evaluation_csv))
 
 
+def test_aggregate_gathers_dev_curves_and_compressed_sentence_counts(capsys, tmp_path, evaluation_csv):
+    run_dir = evaluation_csv.parent
+    evaluate(run_dir, decoders=["viterbi"], splits=["test"], progress=False)  # counts are of the test set
+    code, err = run(capsys, "aggregate", run_dir / "train.json", "--out", tmp_path / "curves.csv")
+    assert code == 0, err
+    curves = pd.read_csv(tmp_path / "curves.csv")
+    assert len(curves) == json.loads((run_dir / "train.json").read_text())["epochs_done"]
+    code, err = run(capsys, "aggregate", run_dir / "sentences.csv", "--out", tmp_path / "s.csv.gz")
+    assert code == 0, err
+    assert pd.read_csv(tmp_path / "s.csv.gz").equals(pd.read_csv(run_dir / "sentences.csv"))
+
+
 @pytest.mark.parametrize(
     ("damage", "named"),
     [

@@ -14,10 +14,11 @@ import torch
 from crfbench import cli, data
 from crfbench.config import RunConfig, load_config
 from crfbench.evaluate import evaluate
-from crfbench.experiment import EVALUATION_FILE, load_dataset
+from crfbench.experiment import EVALUATION_FILE, SENTENCES_FILE, load_dataset
 from crfbench.objectives import DECODERS, LOSSES, NATURAL_DECODER
+from crfbench.schema import CURVE_COLUMNS, SENTENCE_COLUMNS
 from crfbench.timing import time_run
-from crfbench.train import CHECKPOINT_FILE, MODEL_FILE, train
+from crfbench.train import CHECKPOINT_FILE, MODEL_FILE, dev_curve, train
 
 SMALL_SCORER = {"dim": 32, "heads": 4, "feedforward": 64, "mlp_hidden": 32, "dropout": 0.1}
 SYNTHETIC = {"labels": 3, "scheme": "bies", "train": 240, "dev": 60, "test": 60, "max_length": 10, "seed": 1}
@@ -187,3 +188,38 @@ def test_cli_trains_evaluates_and_reports_bad_settings(tmp_path: Path, capsys) -
     code = cli.main(["train", "--config", str(config), "--set", "epochz=2", "--run-dir", str(run)])
     assert code == 2
     assert "unknown run setting" in capsys.readouterr().err
+
+
+def test_patience_stops_a_flat_dev_curve_and_a_resumed_run_stays_stopped(tmp_path: Path) -> None:
+    """A learning rate of ~0 keeps the dev score flat: patience 1 stops after epoch 2 of a cap of 6;
+    calling train again adds no epoch; the summary says why training stopped."""
+    config = make_config("crf", epochs=6, patience=1, learning_rate=1e-12)
+    summary = train(config, tmp_path, progress=False)
+    assert summary["finished"] and summary["epochs_done"] == 2 and summary["best_epoch"] == 1
+    assert (summary["stopped_by"], summary["still_improving"], summary["epoch_cap"]) == ("patience", False, 6)
+    again = train(config, tmp_path, progress=False)
+    assert again["epochs_done"] == 2 and again["history"] == summary["history"]
+
+
+def test_a_run_at_its_epoch_cap_with_a_rising_curve_is_flagged(tmp_path: Path) -> None:
+    summary = train(make_config("crf", epochs=2, patience=3), tmp_path, progress=False)
+    assert summary["stopped_by"] == "epoch cap" and summary["best_epoch"] == 2
+    assert summary["still_improving"]
+    curve = dev_curve(tmp_path)
+    assert list(curve.columns) == list(CURVE_COLUMNS) and list(curve.epoch) == [1, 2]
+    assert set(curve.stopped_by) == {"epoch cap"} and curve.still_improving.all()
+    assert curve.dev_value.tolist() == [entry["dev_f1"] for entry in summary["history"]]
+
+
+def test_evaluation_writes_the_test_sentences_counts_behind_its_metrics(tmp_path: Path) -> None:
+    config = make_config("crf", epochs=1)
+    train(config, tmp_path, progress=False)
+    table = evaluate(tmp_path, decoders=["viterbi", "mf-5"], progress=False)
+    counts = pd.read_csv(tmp_path / SENTENCES_FILE)
+    assert list(counts.columns) == list(SENTENCE_COLUMNS)
+    assert set(counts.split) == {"test"} and len(counts) == 2 * SYNTHETIC["test"]
+    test = table[table.split == "test"].set_index(["decoder", "metric"]).value
+    for decoder, rows in counts.groupby("decoder"):
+        f1 = 2 * rows.matched_spans.sum() / (rows.gold_spans.sum() + rows.predicted_spans.sum())
+        assert f1 == pytest.approx(test[decoder, "f1"])
+        assert rows.invalid.mean() == pytest.approx(test[decoder, "violations"])

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
+import pandas as pd
+import pytest
 import torch
 
-from crfbench.io import save_torch
+from crfbench.io import CorruptFileError, read_csv, save_torch, write_csv
 
 
 def test_equal_torch_payloads_give_equal_files(tmp_path: Path) -> None:
@@ -18,3 +21,18 @@ def test_equal_torch_payloads_give_equal_files(tmp_path: Path) -> None:
     assert (tmp_path / "one.pt").read_bytes() == (tmp_path / "two.pt").read_bytes()
     assert torch.equal(torch.load(tmp_path / "one.pt")["weights"], payload["weights"])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["one.pt", "two.pt"]  # no temporary left
+
+
+def test_compressed_tables_are_reproducible_and_read_back_checked(tmp_path: Path) -> None:
+    """A .gz table has no time stamp in its header (equal tables, equal bytes) and is read through
+    the same whole-file checks as a plain CSV; a truncated one is refused naming it."""
+    table = pd.DataFrame({"sentence": [0, 1, 2], "tokens": [5, 7, 1]})
+    write_csv(tmp_path / "one.csv.gz", table)
+    time.sleep(1.1)  # a gzip header would carry the second it was written in
+    write_csv(tmp_path / "two.csv.gz", table)
+    assert (tmp_path / "one.csv.gz").read_bytes() == (tmp_path / "two.csv.gz").read_bytes()
+    pd.testing.assert_frame_equal(read_csv(tmp_path / "one.csv.gz"), table)
+    damaged = tmp_path / "damaged.csv.gz"
+    damaged.write_bytes((tmp_path / "one.csv.gz").read_bytes()[:-6])
+    with pytest.raises(CorruptFileError, match="damaged.csv.gz: not a whole gzip file"):
+        read_csv(damaged)

@@ -10,7 +10,7 @@ from seqeval.metrics import f1_score, precision_score, recall_score
 from seqeval.scheme import IOBES
 
 from crfbench.data.types import TagSet
-from crfbench.metrics import score, span_scores, token_accuracy, violation_rate
+from crfbench.metrics import score, sentence_counts, span_scores, token_accuracy, violation_rate
 
 LABELS = ("NOUN", "VERB")
 
@@ -90,3 +90,38 @@ def test_ner_score_uses_entity_f1_and_reports_violations() -> None:
 def test_score_rejects_mismatched_counts() -> None:
     with pytest.raises(ValueError, match="2 gold sequences but 1 predictions"):
         score("pos", TagSet.unconstrained(["A"]), [["A"], ["A"]], [[0]])
+
+
+def _summed(rows: list[dict[str, int]]) -> dict[str, float]:
+    """Corpus metrics from per-sentence counts, as the claim ledger computes them."""
+    total = {name: sum(row[name] for row in rows) for name in rows[0]}
+    spans = total["gold_spans"] + total["predicted_spans"]
+    return {
+        "accuracy": total["correct"] / total["tokens"],
+        "f1": 2 * total["matched_spans"] / spans if spans else 0.0,
+        "violations": total["invalid"] / len(rows),
+    }
+
+
+@given(gold_and_prediction())
+def test_sentence_counts_sum_to_the_corpus_scores_on_segmentation(pair) -> None:
+    gold, predicted = pair
+    tagset = TagSet.unconstrained(sorted({t for tags in gold + predicted for t in tags}))
+    ids = [tagset.encode(tags) for tags in predicted]
+    rows = sentence_counts("seg", tagset, gold, ids)
+    corpus = score("seg", tagset, gold, ids)
+    for name, value in _summed(rows).items():
+        assert value == pytest.approx(corpus[name]), name
+
+
+def test_sentence_counts_sum_to_seqeval_on_ner_even_for_invalid_sequences() -> None:
+    tagset = _bio_tagset()
+    gold = [["B-PER", "I-PER", "O"], ["O", "B-PER"], ["I-PER", "O"]]
+    predicted = [[1, 2, 0], [0, 2], [2, 2]]  # an I-PER after O and at the start: seqeval reads entities
+    rows = sentence_counts("ner", tagset, gold, predicted)
+    corpus = score("ner", tagset, gold, predicted)
+    assert [row["invalid"] for row in rows] == [0, 1, 1]
+    for name, value in _summed(rows).items():
+        assert value == pytest.approx(corpus[name]), name
+    with pytest.raises(ValueError, match="3 gold sequences but 1 predictions"):
+        sentence_counts("ner", tagset, gold, predicted[:1])

@@ -1,14 +1,16 @@
-# Decode the selected model's dev and test sets with every decoder of the config.
+# Decode the selected model's dev and test sets with every decoder of the config; the test set's
+# per-sentence counts go beside the metrics (the claim ledger bootstraps over them).
 
 
 rule evaluate:
     input:
         f"{RUN_DIR}/train.json",
     output:
-        f"{RUN_DIR}/evaluation.csv",
+        metrics=f"{RUN_DIR}/evaluation.csv",
+        sentences=f"{RUN_DIR}/sentences.csv",
     params:
         cli=CRFBENCH,
-        run_dir=lambda w, output: os.path.dirname(output[0]),
+        run_dir=lambda w, output: os.path.dirname(output.metrics),
         data_dir=data_dir(),
         decoders=" ".join(config["decoders"]),
     log:

@@ -13,6 +13,32 @@ rule aggregate_metrics:
         "{params.cli} aggregate {input} --out {output} > {log} 2>&1"
 
 
+rule aggregate_sentences:
+    input:
+        [os.path.join(RUN_DIR.format(dataset=d, encoder=e, loss=l, seed=s), "sentences.csv") for _, d, e, l, s in runs()],
+    output:
+        f"{RESULTS}/sentences.csv.gz",
+    params:
+        cli=CRFBENCH,
+    log:
+        f"{RESULTS}/logs/aggregate_sentences.log",
+    shell:
+        "{params.cli} aggregate {input} --out {output} > {log} 2>&1"
+
+
+rule aggregate_curves:
+    input:
+        [os.path.join(RUN_DIR.format(dataset=d, encoder=e, loss=l, seed=s), "train.json") for _, d, e, l, s in runs()],
+    output:
+        f"{RESULTS}/curves.csv",
+    params:
+        cli=CRFBENCH,
+    log:
+        f"{RESULTS}/logs/aggregate_curves.log",
+    shell:
+        "{params.cli} aggregate {input} --out {output} > {log} 2>&1"
+
+
 rule aggregate_timing:
     input:
         [os.path.join(TIMING_DIR.format(dataset=d, encoder=e), "timing.csv") for _, d, e in timed()],
@@ -40,6 +66,8 @@ rule report_notes:
 rule report:
     input:
         metrics=f"{RESULTS}/metrics.csv",
+        sentences=f"{RESULTS}/sentences.csv.gz",
+        curves=f"{RESULTS}/curves.csv",
         timing=f"{RESULTS}/timing.csv",
         agreement=f"{RESULTS}/agreement/agreement.csv",
         notes=f"{RESULTS}/report-notes.json",

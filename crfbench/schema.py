@@ -1,0 +1,37 @@
+"""Columns of the compact result tables that name a run by its key alone: the per-epoch dev curves
+(``train.dev_curve`` -> ``results/curves.csv``) and the test set's per-sentence counts
+(``evaluate`` -> ``results/sentences.csv.gz``). Their writers and the report read them from here."""
+
+from __future__ import annotations
+
+from .metrics import SENTENCE_COUNTS
+
+#: What names a run: one (dataset, encoder, training loss, seed).
+RUN_KEY = ("dataset", "encoder_name", "loss", "seed")
+
+CURVE_COLUMNS = RUN_KEY + (
+    "epoch",
+    "train_loss",
+    "dev_metric",
+    "dev_value",
+    "selection_decoder",
+    "learning_rate",
+    "seconds",
+    "best_epoch",
+    "epoch_cap",
+    "stopped_by",
+    "still_improving",
+)
+CURVE_NUMBERS = (
+    "seed",
+    "epoch",
+    "train_loss",
+    "dev_value",
+    "learning_rate",
+    "seconds",
+    "best_epoch",
+    "epoch_cap",
+)
+
+SENTENCE_COLUMNS = RUN_KEY + ("split", "decoder", "sentence") + SENTENCE_COUNTS
+SENTENCE_NUMBERS = ("seed", "sentence") + SENTENCE_COUNTS
