@@ -1,5 +1,6 @@
 """Gather the per-run outputs into the results tables: evaluation.csv -> metrics.csv, timing.csv
--> timing.csv, sentences.csv -> sentences.csv.gz, and the dev curves of train.json -> curves.csv."""
+-> timing.csv, sentences.csv -> sentences.csv.gz, sweep.csv -> sweep.csv, and the dev curves of
+train.json -> curves.csv."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pandas as pd
 
 from .experiment import SUMMARY_FILE
 from .io import CorruptFileError, numeric_column, read_csv, write_csv
-from .schema import SENTENCE_COLUMNS, SENTENCE_NUMBERS
+from .schema import OPTIONAL_NUMBERS, SENTENCE_COLUMNS, SENTENCE_NUMBERS, SWEEP_COLUMNS, SWEEP_NUMBERS
 
 
 def _kinds() -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
@@ -22,6 +23,7 @@ def _kinds() -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
         "evaluation.csv": (METRICS_COLUMNS, numeric(METRICS_COLUMNS)),
         "timing.csv": (TIMING_COLUMNS, numeric(TIMING_COLUMNS)),
         "sentences.csv": (SENTENCE_COLUMNS, SENTENCE_NUMBERS),
+        "sweep.csv": (SWEEP_COLUMNS, SWEEP_NUMBERS),
     }
 
 
@@ -43,10 +45,11 @@ def _kind(path: Path, table: pd.DataFrame) -> tuple[str, tuple[str, ...]]:
 def _check_numbers(path: Path, table: pd.DataFrame, columns: tuple[str, ...]) -> None:
     """CorruptFileError naming the first row whose cell in a numeric column is not a number.
 
-    An empty ``value`` is a metric without a value (NaN); ``seconds`` and ``round`` are always set.
+    Only the ``OPTIONAL_NUMBERS`` may be empty (NaN): a metric without a value, an option that the
+    row's method does not have.
     """
     for name in columns:
-        numeric_column(path, table, name, required=name not in ("value", "iterations"))
+        numeric_column(path, table, name, required=name not in OPTIONAL_NUMBERS)
 
 
 def _read(path: Path) -> pd.DataFrame:
@@ -65,7 +68,7 @@ def aggregate(files: Sequence[Path], out_file: Path) -> pd.DataFrame:
     """Concatenate per-run outputs of one kind into ``out_file`` (gzip when it ends in .gz);
     errors name the odd file.
 
-    Every input must be a whole evaluation.csv, timing.csv or sentences.csv, or a finished run's
+    Every input must be a whole evaluation.csv, timing.csv, sentences.csv or sweep.csv, or a finished run's
     train.json (its dev curve), all of the same kind: a truncated, empty or damaged file, one
     without the columns the results need, or a non-number where a number is due is refused
     before anything is written.

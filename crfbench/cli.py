@@ -131,6 +131,15 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sweep(args: argparse.Namespace) -> int:
+    from .sweep import sweep
+
+    limit = {} if args.max_sentences is None else {"max_sentences": args.max_sentences}
+    table = sweep(args.run_dir, data_dir=args.data_dir, progress=args.progress, **limit)
+    print(f"{len(table)} rows -> {args.run_dir}")
+    return 0
+
+
 def _time(args: argparse.Namespace) -> int:
     from .experiment import CONFIG_FILE, read_run_config
     from .timing import TIMING_FILE, time_run
@@ -266,6 +275,16 @@ def parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--batch-size", type=positive_int, help="decoding batch size (default: the run's)")
     evaluate.set_defaults(handler=_evaluate)
 
+    swept = commands.add_parser(
+        "sweep", help="decode the test set with BCRF and mean field over iterations, temperatures, penalties"
+    )
+    _add_common_arguments(swept)
+    swept.add_argument("--run-dir", type=input_dir, required=True, help="a folder written by `train`")
+    swept.add_argument(
+        "--max-sentences", type=positive_int, help="the first test sentences to sweep (default: 200)"
+    )
+    swept.set_defaults(handler=_sweep)
+
     timing = commands.add_parser(
         "time",
         help="time a train step per loss and decoding per decoder (settings: --config/--set, else the run's)",
@@ -315,7 +334,7 @@ def parser() -> argparse.ArgumentParser:
         "files",
         nargs="+",
         type=input_file,
-        help="evaluation.csv, timing.csv or sentences.csv files, or train.json files (their dev curves)",
+        help="evaluation.csv, timing.csv, sentences.csv or sweep.csv files, or train.json files (dev curves)",
     )
     gather.add_argument("--out", type=output_file, required=True, help="CSV file to write (.gz: compressed)")
     gather.set_defaults(handler=_aggregate)

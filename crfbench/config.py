@@ -42,6 +42,7 @@ class RunConfig:
     loss_iterations: int = 10  # MF / BCRF iterations inside the training loss (paper: 10)
     epochs: int = 10  # the cap: training stops earlier when ``patience`` says the dev curve is flat
     patience: int | None = None  # epochs without a better dev score before stopping; None: run to the cap
+    min_delta: float = 0.0  # what "better" means for patience: a dev score up by more than this
     batch_size: int = 32
     learning_rate: float | None = None  # None: LEARNING_RATES[scorer.encoder]
     warmup: float = 0.1  # share of updates with a linearly rising learning rate
@@ -73,6 +74,8 @@ class RunConfig:
         for name, value in positive.items():
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}: must be a positive integer, got {value!r}")
+        if self.min_delta < 0:
+            raise ValueError(f"min_delta: must be >= 0, got {self.min_delta!r}")
         if not 0.0 <= self.warmup < 1.0:
             raise ValueError(f"warmup: must be in [0, 1), got {self.warmup!r}")
         for name in ("learning_rate", "grad_clip"):

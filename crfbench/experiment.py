@@ -53,7 +53,8 @@ def load_dataset(config: RunConfig, data_dir: str | Path | None = None) -> Datas
 
 CONFIG_FILE = "config.json"
 CHECKPOINT_FILE, MODEL_FILE, SUMMARY_FILE = "checkpoint.pt", "model.pt", "train.json"
-EVALUATION_FILE, SENTENCES_FILE, TIMING_FILE = "evaluation.csv", "sentences.csv", "timing.csv"
+EVALUATION_FILE, SENTENCES_FILE, SWEEP_FILE = "evaluation.csv", "sentences.csv", "sweep.csv"
+TIMING_FILE = "timing.csv"
 #: Everything the engine writes into a run directory; the settings record goes last when a run is
 #: discarded, so an interrupted discard is finished by the next call instead of mixing two runs.
 RUN_FILES = (
@@ -62,6 +63,7 @@ RUN_FILES = (
     SUMMARY_FILE,
     EVALUATION_FILE,
     SENTENCES_FILE,
+    SWEEP_FILE,
     TIMING_FILE,
     CONFIG_FILE,
 )

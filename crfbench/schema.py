@@ -1,6 +1,7 @@
 """Columns of the compact result tables that name a run by its key alone: the per-epoch dev curves
-(``train.dev_curve`` -> ``results/curves.csv``) and the test set's per-sentence counts
-(``evaluate`` -> ``results/sentences.csv.gz``). Their writers and the report read them from here."""
+(``train.dev_curve`` -> ``results/curves.csv``), the test set's per-sentence counts (``evaluate``
+-> ``results/sentences.csv.gz``) and the iteration sweep (``sweep`` -> ``results/sweep.csv``).
+Their writers, ``aggregate`` and the report read them from here."""
 
 from __future__ import annotations
 
@@ -35,3 +36,8 @@ CURVE_NUMBERS = (
 
 SENTENCE_COLUMNS = RUN_KEY + ("split", "decoder", "sentence") + SENTENCE_COUNTS
 SENTENCE_NUMBERS = ("seed", "sentence") + SENTENCE_COUNTS
+
+SWEEP_COLUMNS = RUN_KEY + ("sentences", "method", "iterations", "temperature", "penalty", "metric", "value")
+SWEEP_NUMBERS = ("seed", "sentences", "iterations", "temperature", "penalty", "value")
+#: Number columns that may be empty: a metric without a value, options a method does not have.
+OPTIONAL_NUMBERS = ("value", "iterations", "temperature", "penalty")

@@ -3,7 +3,8 @@
 Adam with a linear schedule (warm-up over ``config.warmup`` of the updates, then linear decay to
 zero at the epoch cap), the loss averaged over the sentences of a batch, dev-set model selection
 on the task's primary metric with the selection decoder, and early stopping: training ends once
-``config.patience`` epochs in a row have not beaten the best dev score. A run directory holds:
+``config.patience`` epochs in a row have not raised the dev score by more than ``config.min_delta``
+over the last such step up (a curve creeping up by less is flat enough). A run directory holds:
 
 - ``config.json``: resolved settings, dataset facts (protocol, sources), environment;
 - ``checkpoint.pt``: everything needed to resume after the last finished epoch;
@@ -112,11 +113,12 @@ def dev_curve(run_dir: Path) -> pd.DataFrame:
 
 
 def still_improving(state: dict[str, Any], patience: int | None) -> bool:
-    """Whether the dev curve had not flattened when training stopped: the best epoch is among the
-    last ``patience`` epochs (the last epoch without patience), so more epochs might have helped."""
-    if state["stopped_early"] or state["best_epoch"] is None:
+    """Whether the dev curve had not flattened when training stopped: its last real improvement
+    (by more than ``min_delta``) is among the last ``patience`` epochs (the last epoch without
+    patience), so more epochs might have helped."""
+    if state["stopped_early"] or state["improved_epoch"] is None:
         return False
-    return state["epoch"] - state["best_epoch"] < (patience or 1)
+    return state["epoch"] - state["improved_epoch"] < (patience or 1)
 
 
 def train(
@@ -156,6 +158,8 @@ def train(
         "history": [],
         "best_epoch": None,
         "best_dev": -math.inf,
+        "improved_epoch": None,  # the last epoch whose dev score beat the one before's by > min_delta
+        "improved_dev": -math.inf,
         "stopped_early": False,
     }
 
@@ -167,7 +171,7 @@ def train(
         scheduler.load_state_dict(saved["scheduler"])
         shuffler.set_state(saved["shuffler"])
         torch.set_rng_state(saved["torch_rng"])
-        state = {"stopped_early": False} | saved["state"]
+        state = saved["state"]
 
     epochs_this_call = 0
     for epoch in range(state["epoch"] + 1, config.epochs + 1):
@@ -203,12 +207,14 @@ def train(
                 "seconds": time.perf_counter() - started,
             }
         )
+        if dev_score > state["improved_dev"] + config.min_delta:  # a real step up, not a creep
+            state["improved_epoch"], state["improved_dev"] = epoch, dev_score
         if dev_score > state["best_dev"]:
             state["best_epoch"], state["best_dev"] = epoch, dev_score
             save_model(run_dir / MODEL_FILE, scorer, tagset.tags, epoch, dev_score)
         state["epoch"] = epoch
         state["stopped_early"] = (
-            config.patience is not None and epoch - state["best_epoch"] >= config.patience
+            config.patience is not None and epoch - state["improved_epoch"] >= config.patience
         )
         epochs_this_call += 1
         saved = {

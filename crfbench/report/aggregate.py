@@ -1,5 +1,6 @@
 """The numbers that fill the tables: means over seeds of test scores, and speed-ups as ratios of median
-timings within one timing run (``crfbench.timing``), then averaged over seeds."""
+timings within one timing run (``crfbench.timing``), then averaged over seeds, with the spread of the
+ratios of single rounds."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from .layout import DECODE_BASELINE, DECODE_COMPARED, POS, TRAIN_BASELINES, TRAI
 #: What a statistic is about; "" where a key does not apply (no device split, no decoder in Table 2 …).
 STAT_KEYS = ("dataset", "encoder", "device", "train", "decoder")
 STAT_DTYPES = dict.fromkeys(STAT_KEYS, "str") | {"mean": "float", "std": "float", "n": "int"}
+#: Speed-ups add the lowest and highest ratio of single timing rounds and the number of rounds.
+SPEEDUP_DTYPES = STAT_DTYPES | {"low": "float", "high": "float", "rounds": "int"}
 #: Columns of ``timing.csv`` that describe one timed item, not the timing run it belongs to.
 ITEM_COLUMNS = ("kind", "name", "method", "iterations", "round", "seconds", "batches", "sentences", "tokens")
 
@@ -65,55 +68,72 @@ def device_labels(timing: pd.DataFrame) -> pd.Series:
     return labels if labels.nunique() > 1 else pd.Series("", index=timing.index, dtype="str")
 
 
-def _median_seconds(timing: pd.DataFrame, kind: str) -> pd.DataFrame:
-    """Median seconds over rounds per (timing run, item), with the run's dataset, encoder, device, seed."""
+def _round_seconds(timing: pd.DataFrame, kind: str) -> pd.DataFrame:
+    """Seconds of every (timing run, item, round) of ``kind``, with the run's dataset, encoder, device
+    and seed."""
     rows = timing[timing["kind"] == kind]
     run_columns = [name for name in timing.columns if name not in ITEM_COLUMNS]
-    described = rows.assign(
-        run=rows.groupby(run_columns, dropna=False).ngroup(), label=device_labels(timing)[rows.index]
-    )
-    return described.groupby(["run", "name"], as_index=False).agg(
-        dataset=("dataset", "first"),
-        encoder=("encoder_name", "first"),
-        device=("label", "first"),
-        seed=("seed", "first"),
-        iterations=("iterations", "first"),
-        seconds=("seconds", "median"),
+    return pd.DataFrame(
+        {
+            "run": rows.groupby(run_columns, dropna=False).ngroup(),
+            "name": rows["name"],
+            "iterations": rows["iterations"],
+            "round": rows["round"],
+            "seconds": rows["seconds"],
+            "dataset": rows["dataset"],
+            "encoder": rows["encoder_name"],
+            "device": device_labels(timing)[rows.index],
+            "seed": rows["seed"],
+        }
     )
 
 
-def _speedups(
-    medians: pd.DataFrame, compared: pd.DataFrame, baseline: str, train: str, decoder: str
+def _paired(
+    rounds: pd.DataFrame, compared: pd.Series, baseline: str, train: str, decoder: str
 ) -> pd.DataFrame:
-    """Baseline median / compared median, run by run (runs without the baseline drop out)."""
-    base = medians.loc[medians["name"] == baseline, ["run", "seconds"]].rename(columns={"seconds": "base"})
-    joined = compared.merge(base, on="run")
-    return joined.assign(train=train, decoder=decoder, value=joined["base"] / joined["seconds"])
+    """The ``compared`` rows beside the baseline's seconds of the same run and round (a round times
+    every item once, so rounds pair up; runs without the baseline drop out)."""
+    base = rounds.loc[rounds["name"] == baseline, ["run", "round", "seconds"]]
+    joined = rounds[compared].merge(base.rename(columns={"seconds": "base"}), on=["run", "round"])
+    return joined.assign(train=train, decoder=decoder)
+
+
+def speedup_stats(paired: pd.DataFrame) -> pd.DataFrame:
+    """Per ``STAT_KEYS``: the speed-up of each timing run (baseline median seconds / compared median
+    seconds over its rounds), its mean ± std over seeds (``over_seeds``), and the lowest and highest
+    ratio of single rounds (baseline seconds / compared seconds of one round, all runs pooled) with the
+    number of rounds, so that the spread of the timings can be set against the speed-up."""
+    if paired.empty:
+        return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in SPEEDUP_DTYPES.items()})
+    medians = paired.groupby([*STAT_KEYS, "seed", "run"], as_index=False)[["base", "seconds"]].median()
+    stats = over_seeds(medians.assign(value=medians["base"] / medians["seconds"]))
+    ratios = paired.assign(ratio=paired["base"] / paired["seconds"])
+    spread = ratios.groupby(list(STAT_KEYS), as_index=False)["ratio"].agg(
+        low="min", high="max", rounds="count"
+    )
+    return stats.merge(spread, on=list(STAT_KEYS))[list(SPEEDUP_DTYPES)]
 
 
 def train_speedups(timing: pd.DataFrame) -> pd.DataFrame:
     """Table 2: median time of the forward-algorithm loss / median time of each MF / BCRF loss at
-    ``TRAIN_ITERATIONS`` iterations, per timing run; then mean ± std over seeds."""
-    medians = _median_seconds(timing, "train")
+    ``TRAIN_ITERATIONS`` iterations, per timing run; then ``speedup_stats``."""
+    rounds = _round_seconds(timing, "train")
     parts = [
-        _speedups(
-            medians,
-            medians[(medians["name"] == loss) & (medians["iterations"] == TRAIN_ITERATIONS)],
+        _paired(
+            rounds,
+            (rounds["name"] == loss) & (rounds["iterations"] == TRAIN_ITERATIONS),
             baseline,
             loss,
             "",
         )
         for loss, baseline in TRAIN_BASELINES.items()
     ]
-    return over_seeds(pd.concat(parts, ignore_index=True))
+    return speedup_stats(pd.concat(parts, ignore_index=True))
 
 
 def decode_speedups(timing: pd.DataFrame) -> pd.DataFrame:
     """Table 3: median Viterbi decoding time / median time of each compared decoder, per timing run;
-    then mean ± std over seeds."""
-    medians = _median_seconds(timing, "decode")
-    parts = [
-        _speedups(medians, medians[medians["name"] == name], DECODE_BASELINE, "", name)
-        for name in DECODE_COMPARED
-    ]
-    return over_seeds(pd.concat(parts, ignore_index=True))
+    then ``speedup_stats``."""
+    rounds = _round_seconds(timing, "decode")
+    parts = [_paired(rounds, rounds["name"] == name, DECODE_BASELINE, "", name) for name in DECODE_COMPARED]
+    return speedup_stats(pd.concat(parts, ignore_index=True))

@@ -1,16 +1,22 @@
-"""Figures as PNG (matplotlib, Agg backend): score against inference iterations and speed-up bar
-charts (the asv scaling figures are drawn by :mod:`.scaling`)."""
+"""Figures as PNG (matplotlib, Agg backend): score against inference iterations and the speed-ups of
+Tables 2 and 3 (the asv scaling figures are drawn by :mod:`.scaling`). Every figure is made by
+``subplots`` and written by ``save_png`` with the caption that says what it shows."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from ..io import save_atomic  # noqa: E402
 from .layout import (  # noqa: E402
@@ -22,19 +28,61 @@ from .layout import (  # noqa: E402
     natural_key,
 )
 from .paper import Paper  # noqa: E402
+from .render import LEGEND, MARKS  # noqa: E402
 from .tables import Table  # noqa: E402
 
 #: Iterative decoder families of figure (a), with their decoders in iteration order.
 FAMILIES = {"MF": ("mf-5", "mf-10"), "BCRF": ("bcrf-5", "bcrf-10")}
+#: The decoders figure (a) draws: Viterbi as a line, the families as points.
+DRAWN = ("viterbi", *FAMILIES["MF"], *FAMILIES["BCRF"])
+#: Tick labels of a speed-up axis or colour bar: "0.5×", "1×", "20×".
+TIMES = FuncFormatter(lambda value, _: f"{value:g}×")
 
 
-def save_png(figure: Figure, path: Path, dpi: int = 110) -> Path:
-    """Write ``figure`` to ``path`` as a reproducible PNG (no software stamp), atomically, and close it."""
+@dataclass(frozen=True)
+class Drawn:
+    """A figure written to ``path``, and its caption: what the marks are, what an error bar spans and
+    how many seeds or rounds (n) stand behind a point."""
+
+    path: Path
+    caption: str
+
+
+def subplots(rows: int, columns: int, size: tuple[float, float], **options) -> tuple[Figure, np.ndarray]:
+    """A figure with a ``rows`` × ``columns`` grid of axes (always 2-D) under constrained layout, so
+    that titles, tick labels, legends and colour bars fit the figure instead of being clipped."""
+    return plt.subplots(rows, columns, figsize=size, squeeze=False, layout="constrained", **options)
+
+
+def save_png(figure: Figure, path: Path, caption: str, dpi: int = 110) -> Drawn:
+    """Write ``figure`` to ``path`` as a reproducible PNG (no software stamp), atomically, cropped to
+    everything drawn (nothing outside the canvas is cut off), and close it."""
     save_atomic(
-        path, lambda temporary: figure.savefig(temporary, format="png", dpi=dpi, metadata={"Software": None})
+        path,
+        lambda temporary: figure.savefig(
+            temporary,
+            format="png",
+            dpi=dpi,
+            bbox_inches="tight",
+            pad_inches=0.1,
+            metadata={"Software": None},
+        ),
     )
     plt.close(figure)
-    return path
+    return Drawn(path, caption)
+
+
+def counted(counts: Iterable[int], unit: str, bars: bool) -> str:
+    """How many seeds or rounds (``unit``) stand behind the points of a figure, for its caption:
+    "n = 3 rounds", "n = 1–2 seeds per point". With ``bars`` (the error bars are taken over them) it
+    also says which points have none: a bar needs n > 1."""
+    values = sorted(set(counts))
+    low, high = values[0], values[-1]
+    units = unit if high == 1 else f"{unit}s"
+    text = f"n = {low} {units}" if low == high else f"n = {low}–{high} {units} per point"
+    if bars and low == 1:
+        text += ", so no bar" if high == 1 else ", no bar where n = 1"
+    return text
 
 
 def _paper_group(dataset: str) -> str | None:
@@ -55,7 +103,7 @@ def _iteration_panel(axis, stats: pd.DataFrame, paper_values: dict[str, float], 
             axis.errorbar(
                 [DECODER_ITERATIONS[name] for name in present],
                 stats.loc[present, "mean"],
-                yerr=stats.loc[present, "std"].fillna(0),
+                yerr=stats.loc[present, "std"].where(stats.loc[present, "n"] > 1),  # NaN: no bar
                 marker="o",
                 capsize=3,
                 color=color,
@@ -81,92 +129,152 @@ def _iteration_panel(axis, stats: pd.DataFrame, paper_values: dict[str, float], 
     axis.set_xticks([5, 10])
 
 
-def iteration_figures(scores: pd.DataFrame, paper: Paper, out_dir: Path) -> list[Path]:
+def iteration_figures(scores: pd.DataFrame, paper: Paper, out_dir: Path) -> list[Drawn]:
     """(a) Per dataset, test score of CRF-trained models against MF and BCRF iterations, Viterbi as a
     horizontal line; one panel per encoder, the paper's values as open markers where it has them."""
     written = []
     for dataset in DATASET_LABELS:
         train = "crf-partial" if dataset == "conll03-ner-partial" else "crf"
-        rows = scores[(scores["dataset"] == dataset) & (scores["train"] == train)]
+        rows = scores[
+            (scores["dataset"] == dataset) & (scores["train"] == train) & scores["decoder"].isin(DRAWN)
+        ]
         if rows.empty:
             continue
         encoders = sorted(set(rows["encoder"]), key=natural_key)
-        figure, axes = plt.subplots(
-            1, len(encoders), figsize=(3.6 * len(encoders) + 1, 3.4), squeeze=False, sharey=True
-        )
+        figure, axes = subplots(1, len(encoders), (3.6 * len(encoders) + 1.6, 3.6), sharey=True)
         group = _paper_group(dataset)
         for axis, encoder in zip(axes[0], encoders, strict=True):
             quoted = {
                 name: value.value
-                for name in ("viterbi", *FAMILIES["MF"], *FAMILIES["BCRF"])
+                for name in DRAWN
                 if group is not None
                 and (value := paper.get(group, dataset, encoder, train, name)) is not None
                 and value.value is not None
             }
             stats = rows[rows["encoder"] == encoder].set_index("decoder")
             _iteration_panel(axis, stats, quoted, encoder)
-        axes[0][0].set_ylabel(f"test {_metric_label(dataset)} (%)")
+        metric = _metric_label(dataset)
+        axes[0][0].set_ylabel(f"test {metric} (%)")
         handles = {}
         for axis in axes[0]:
             handles |= dict(zip(*reversed(axis.get_legend_handles_labels()), strict=True))
-        axes[0][-1].legend(
-            handles.values(), handles.keys(), fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1)
+        figure.legend(handles.values(), handles.keys(), fontsize="small", loc="outside right center")
+        title = f"{DATASET_LABELS[dataset]} ({dataset}), trained with {TRAIN_LABELS[train]}"
+        figure.suptitle(title)
+        caption = (
+            f"{title}: test {metric} (%) against the MF / BCRF inference iterations, one panel per encoder. "
+            f"Filled markers: ours, the mean over seeds ({counted(rows['n'], 'seed', bars=True)}); "
+            "bar = ± 1 sample standard deviation over seeds. Open markers, dotted: the paper's values "
+            "(means of 5 runs). Dashed black line: our Viterbi mean; dotted grey: the paper's Viterbi."
         )
-        figure.suptitle(f"{DATASET_LABELS[dataset]} ({dataset}), trained with {TRAIN_LABELS[train]}")
-        figure.tight_layout()
-        written.append(save_png(figure, out_dir / f"iterations-{dataset}.png"))
+        written.append(save_png(figure, out_dir / f"iterations-{dataset}.png", caption))
     return written
 
 
-def speedup_figure(table: Table, path: Path) -> list[Path]:
-    """(b) One bar per method (table row) and column with our mean speed-up, error bars = std over
-    seeds, the paper's values as black diamonds; nothing when the table has no result of ours."""
-    columns = [
-        j for j in range(len(table.columns)) if any(table.cell(i, j).ours for i in range(len(table.rows)))
-    ]
-    if not columns:
-        return []
-    width = 0.8 / len(table.rows)
-    figure, axis = plt.subplots(figsize=(max(6.0, 0.25 * len(columns) * len(table.rows) + 2), 4.0))
-    paper_labelled = False
-    for i, row in enumerate(table.rows):
-        offset = (i - (len(table.rows) - 1) / 2) * width
-        cells = [(k + offset, table.cell(i, j)) for k, j in enumerate(columns)]
-        ours = [(x, cell.ours) for x, cell in cells if cell.ours is not None]
-        if ours:
-            axis.bar(
-                [x for x, _ in ours],
-                [stat.mean for _, stat in ours],
-                width,
-                yerr=[stat.std or 0 for _, stat in ours],
-                capsize=2,
-                label=row.label,
-                color=f"C{i}",
-            )
-        quoted = [(x, cell.paper.value) for x, cell in cells if cell.paper and cell.paper.value is not None]
-        if quoted:
-            axis.plot(
-                [x for x, _ in quoted],
-                [value for _, value in quoted],
-                linestyle="none",
-                marker="D",
-                color="black",
-                label=None if paper_labelled else "paper",
-            )
-            paper_labelled = True
+def _label_lost(axis, x: float) -> None:
+    """Mark a paper cell lost in the text extraction: the word "lost" at the foot of its column, no value."""
+    transform = axis.get_xaxis_transform()  # x in data, y in axes fraction
+    axis.text(x, 0.02, "lost", transform=transform, rotation=90, ha="center", va="bottom", fontsize=7)
+
+
+def _speedup_axis(axis, labels: list[str]) -> None:
+    """A log speed-up axis ("0.5×", "1×", "2×" …, a grey line at 1×) over one slot per label."""
     axis.axhline(1.0, color="grey", linewidth=0.8)
-    axis.set_xticks(range(len(columns)), [table.columns[j].label for j in columns], rotation=30, ha="right")
-    axis.set_ylabel("speed-up (×)")
+    axis.set_yscale("log")
+    axis.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    axis.yaxis.set_major_formatter(TIMES)
+    axis.yaxis.set_minor_formatter(NullFormatter())
+    axis.grid(True, axis="y", which="major", linewidth=0.3)
+    axis.set_xticks(range(len(labels)), labels, rotation=35, ha="right", rotation_mode="anchor")
+    axis.set_xticks(np.arange(len(labels) - 1) + 0.5, minor=True)  # faint lines between the slots
+    axis.tick_params(axis="x", which="minor", length=0)
+    axis.grid(True, axis="x", which="minor", linewidth=0.3, color="0.85")
+    axis.set_xlim(-0.5, len(labels) - 0.5)
+    axis.set_ylabel("speed-up (×), log scale")
+
+
+def _speedup_legend(figure: Figure, table: Table) -> None:
+    """One colour per table row, then what each kind of mark is."""
+    kinds = {
+        "ours (mean over seeds)": Line2D([], [], marker="o", color="0.3", linestyle="none"),
+        "lowest–highest single-round ratio": Line2D([], [], marker="|", color="0.3", linestyle="none", ms=12),
+        "the paper's value": Line2D([], [], marker="D", color="0.3", mfc="none", linestyle="none"),
+    }
+    if table.claims:
+        kinds["the paper's text: up to"] = Line2D(
+            [], [], marker="*", color="0.3", mfc="none", ms=11, ls="none"
+        )
+    handles = [Line2D([], [], marker="s", color=f"C{i}", linestyle="none") for i in range(len(table.rows))]
+    names = [row.label for row in table.rows] + list(kinds)
+    figure.legend(handles + list(kinds.values()), names, fontsize="small", loc="outside right upper")
+
+
+def _speedup_caption(table: Table, seeds: list[int], rounds: list[int], statuses: set[str]) -> str:
+    """What the speed-up figure of ``table`` shows; ``statuses``: the paper statuses it marks."""
+    caption = (
+        f"Table {table.spec.id}, {table.spec.title[0].lower()}{table.spec.title[1:]}, on a log axis "
+        "(grey line: 1×, as fast as the baseline). Filled circles: ours, the mean over seeds of each "
+        f"timing run's ratio of median seconds ({counted(seeds, 'seed', bars=False)}); bar = the lowest to "
+        "the highest ratio of single timing rounds, baseline over method within one round "
+        f"({counted(rounds, 'round', bars=True)}). Open diamonds: the paper's values."
+    )
+    caption += "".join(f" {LEGEND[status]}" for status in LEGEND if status in statuses)  # in a fixed order
+    if table.claims:
+        caption += ' Open stars, right of the dashed line: "up to" values stated only in the paper\'s text.'
+    return caption
+
+
+def speedup_figure(table: Table, path: Path) -> list[Drawn]:
+    """(b) Speed-ups of Table 2 or 3 on a log axis: per column (dataset × encoder) and row (method) our
+    mean as a filled circle with a bar from the lowest to the highest ratio of single timing rounds
+    (only where there are several rounds), the paper's value as an open diamond ("lost" where the
+    extraction lost it) and, in columns of their own, the "up to" values of the paper's text as open
+    stars. Nothing when the table has no result of ours."""
+    if not table.has_ours:
+        return []
+    rows, columns, claims = table.rows, table.columns, table.claims
+    width = 0.8 / len(rows)
+    figure, axes = subplots(1, 1, (max(7.0, 0.6 * (len(columns) + len(claims)) + 3.5), 4.6))
+    axis = axes[0][0]
+    seeds, rounds, statuses = [], [], set()
+    for i, row in enumerate(rows):
+        color, offset = f"C{i}", (i - (len(rows) - 1) / 2) * width
+        for j in range(len(columns)):
+            cell, x = table.cell(i, j), j + offset
+            if not cell.applicable:
+                continue
+            if cell.ours is not None:
+                seeds.append(cell.ours.n)
+                rounds.append(cell.ours.rounds)
+                axis.plot(x, cell.ours.mean, "o", color=color, markersize=5, zorder=3)
+                if cell.ours.interval is not None:
+                    low, high = cell.ours.interval  # drawn as is: the mean need not be its midpoint
+                    axis.errorbar(
+                        x, (low + high) / 2, yerr=(high - low) / 2, fmt="none", ecolor=color, capsize=2
+                    )
+            if cell.paper is not None and cell.paper.value is None:
+                _label_lost(axis, x)
+                statuses.add(cell.paper.status)
+            elif cell.paper is not None:
+                axis.plot(
+                    x, cell.paper.value, "D", color=color, markerfacecolor="none", markersize=7, mew=1.5
+                )
+                if cell.paper.status in MARKS:
+                    statuses.add(cell.paper.status)
+                    axis.annotate(
+                        MARKS[cell.paper.status],
+                        (x, cell.paper.value),
+                        xytext=(5, 2),
+                        textcoords="offset points",
+                        fontsize=8,
+                    )
+        for k, claim in enumerate(claims):
+            if (claim.train, claim.decoder) == (row.train, row.decoder):
+                x = len(columns) + k + offset
+                axis.plot(x, claim.value, "*", color=color, markerfacecolor="none", markersize=11, mew=1.3)
+    if claims:
+        axis.axvline(len(columns) - 0.5, color="0.6", linewidth=0.8, linestyle="--")
+    _speedup_axis(axis, [column.label for column in columns] + [f"{c.dataset} {c.encoder}" for c in claims])
     axis.set_title(f"Table {table.spec.id}: {table.spec.title}", fontsize="medium")
-    axis.legend(fontsize="small")
-    figure.tight_layout()
-    return [save_png(figure, path)]
-
-
-def caption(path: Path) -> str:
-    """What a figure written by this module shows, from its file name."""
-    if path.stem.startswith("iterations-"):
-        dataset = path.stem.removeprefix("iterations-")
-        return f"{dataset}: test score of CRF-trained models against MF / BCRF iterations (Viterbi dashed)."
-    kind = {"speedup-train": "Training speed-ups (Table 2)", "speedup-decode": "Decoding speed-ups (Table 3)"}
-    return f"{kind[path.stem]}, mean ± std over seeds; black diamonds: the paper's values."
+    _speedup_legend(figure, table)
+    return [save_png(figure, path, _speedup_caption(table, seeds, rounds, statuses))]

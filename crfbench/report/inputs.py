@@ -1,4 +1,5 @@
-"""Read the tidy result tables (``metrics.csv``, ``timing.csv``) with the columns the report needs."""
+"""Read the tidy result tables (``metrics.csv``, ``timing.csv``, the agreement step's table) with the
+columns the report needs."""
 
 from __future__ import annotations
 
@@ -10,6 +11,11 @@ from ..io import numeric_column, read_csv
 
 METRICS_FILE = "metrics.csv"
 TIMING_FILE = "timing.csv"
+#: The agreement step's table (``crfbench agree``): one row per comparison, ``ok`` within tolerance.
+AGREEMENT_FILE = "agreement/agreement.csv"
+SENTENCES_FILE = "sentences.csv.gz"
+CURVES_FILE = "curves.csv"
+SWEEP_FILE = "sweep.csv"
 
 #: Columns the report reads; other columns are kept and ignored.
 METRICS_COLUMNS = (
@@ -50,21 +56,34 @@ TIMING_COLUMNS = (
 NUMERIC_COLUMNS = ("value", "iterations", "round", "seconds")
 
 
-def read_results(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
+def read_results(
+    path: Path, columns: tuple[str, ...], numbers: tuple[str, ...] = NUMERIC_COLUMNS
+) -> pd.DataFrame:
     """The CSV at ``path`` (an empty table when absent): text columns as strings ("" when empty),
-    ``value``/``iterations``/``round``/``seconds`` as floats, so that grouping and matching are exact."""
+    the ``numbers`` columns (by default ``value``/``iterations``/``round``/``seconds``) as floats, so
+    that grouping and matching are exact."""
     if not path.exists():
-        return pd.DataFrame({name: pd.Series(dtype=_dtype(name)) for name in columns})
-    text = [name for name in columns if name not in NUMERIC_COLUMNS]
+        return pd.DataFrame(
+            {name: pd.Series(dtype="float" if name in numbers else "str") for name in columns}
+        )
+    text = [name for name in columns if name not in numbers]
     table = read_csv(path, dtype=dict.fromkeys(text, str))  # whole, or CorruptFileError naming it
     missing = [name for name in columns if name not in table.columns]
     if missing:
         raise ValueError(f"{path}: missing column(s) {', '.join(missing)}")
     table[text] = table[text].fillna("")
-    for name in sorted(set(NUMERIC_COLUMNS) & set(columns)):
+    for name in sorted(set(numbers) & set(columns)):
         table[name] = numeric_column(path, table, name).astype(float)
     return table
 
 
-def _dtype(name: str) -> str:
-    return "float" if name in NUMERIC_COLUMNS else "str"
+def agreement_summary(path: Path) -> str | None:
+    """The agreement table at ``path`` in one sentence ("N comparisons, K outside tolerance."), or None
+    when it is absent (the agreement step has not run)."""
+    if not path.exists():
+        return None
+    table = read_csv(path)  # whole, or CorruptFileError naming it
+    if "ok" not in table.columns:
+        raise ValueError(f"{path}: missing column ok (write it with `crfbench agree`)")
+    failed = int((table["ok"].astype(str).str.lower() != "true").sum())
+    return f"{len(table)} comparisons, {failed} outside tolerance."

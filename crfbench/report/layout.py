@@ -23,6 +23,12 @@ SEG = ("ud-seg-zh", "ud-seg-ja")
 NER = ("conll03-ner",)
 NER_PARTIAL = ("conll03-ner-partial",)
 SYNTHETIC = ("synthetic",)
+#: Each dataset's task (its table metric: accuracy for "pos", F1 for "seg" and "ner").
+TASKS = (
+    dict.fromkeys(POS, "pos")
+    | dict.fromkeys(SEG + SYNTHETIC, "seg")
+    | dict.fromkeys(NER + NER_PARTIAL, "ner")
+)
 
 TRAIN_LABELS = {
     "unstructured": "Unstructured",

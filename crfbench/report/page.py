@@ -9,12 +9,45 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import figures, scaling
+from .figures import Drawn
+from .inputs import AGREEMENT_FILE
+from .ledger import VERDICT_RULE
 from .render import GENERATED, html_fragment
 from .tables import Table
 
 TITLE = "crfbench: Bregman Conditional Random Fields (Corro et al. 2025), reproduced"
 FORMATS = ("md", "tex", "csv")
+#: The agreement step's report (``crfbench agree``), which it writes into the report folder.
+AGREEMENT = Path("agreement")
+AGREEMENT_INTRO = (
+    "Numerical agreement of every method across the torch and JAX backends and with the NumPy oracles "
+    f"(brute force, loop IBP, loop mean field), from results/{AGREEMENT_FILE}"
+)
+NO_AGREEMENT = f"The agreement step has not run: results/{AGREEMENT_FILE} is absent."
+#: The claim ledger's two tables: one row per claim, and the (dataset, encoder) cells behind them.
+LEDGER_FILES = (Path("claims.csv"), Path("claims-cells.csv"))
+LEDGER_INTRO = (
+    "Each claim of the paper (../shared/data/paper/claims.csv) with our paired difference, A − B in "
+    "points (same seeds, same test sentences; mean over seeds), its range over the (dataset, encoder) "
+    "cells, the paper's own difference, and a verdict. Each cell's 95% interval is a bootstrap over "
+    "test sentences and seeds (claims-cells.csv)."
+)
+#: What the page shows of the ledger's summary, under these headers.
+LEDGER_SHOWN = {
+    "claim": "claim",
+    "text": "what the paper claims",
+    "paper_difference": "paper's difference",
+    "our_range": "ours (range over cells)",
+    "n_cells": "cells",
+    "verdict": "verdict",
+    "reason": "why not testable",
+}
+CONVERGENCE_INTRO = (
+    "How every training run stopped: early (its dev curve flat for `patience` epochs) or at its epoch "
+    "cap; runs at the cap while still improving are flagged, and their values in Tables 1a–1d carry "
+    "the mark ⚑. The curves are in the figure dev-curves.png; the iteration and temperature sweep "
+    "of BCRF and mean-field decoding is in tables/sweep.csv and the figure sweep.png."
+)
 SCALING_INTRO = (
     "From the latest asv run of each machine (results/asv/, tidied into results/scaling.csv); "
     "the full history is in the asv HTML (reports/asv/). Random standard normal scores, one CPU thread."
@@ -37,18 +70,16 @@ img { max-width: 100%; border: 1px solid #eee; }
 class Report:
     """Everything the front pages show; paths are relative to the report folder."""
 
+    ledger: pd.DataFrame  # the claim ledger's summary (ledger.SUMMARY_COLUMNS)
+    convergence: pd.DataFrame  # one row per (dataset, encoder, loss): how training stopped
     tables: tuple[Table, ...]
-    figures: tuple[Path, ...]
+    figures: tuple[Drawn, ...]
     summaries: tuple[tuple[str, str, pd.DataFrame], ...]  # asv scaling summaries: (file stem, title, table)
     notes: Mapping[str, Sequence[str]]
     missing: tuple[str, ...]
     sources: pd.DataFrame
     protocols: pd.DataFrame
-
-
-def _caption(path: Path) -> str:
-    """What a figure of the report shows, from its file name."""
-    return (scaling if path.stem.startswith("scaling-") else figures).caption(path)
+    agreement: str | None  # the agreement step's summary (it writes AGREEMENT beside the pages), if run
 
 
 def table_file(table: Table, extension: str) -> Path:
@@ -71,20 +102,39 @@ def _links(stem: Path, extensions: Sequence[str], html: bool = False) -> str:
     return " · ".join(f"[{extension}]({target})" for extension, target in links)
 
 
+def _ledger_shown(summary: pd.DataFrame) -> pd.DataFrame:
+    """The ledger's summary columns the pages show, under readable headers."""
+    return summary[list(LEDGER_SHOWN)].rename(columns=LEDGER_SHOWN)
+
+
+def _ledger_links(html: bool = False) -> str:
+    """Links to the ledger's two CSV files, named."""
+    names = [path.as_posix() for path in LEDGER_FILES]
+    if html:
+        return " · ".join(f'<a href="{name}">{name}</a>' for name in names)
+    return " · ".join(f"[{name}]({name})" for name in names)
+
+
 def _html_list(items: Sequence[str], empty: str) -> str:
     return "<ul>" + "".join(f"<li>{html.escape(item)}</li>" for item in items or [empty]) + "</ul>"
 
 
 def index_html(report: Report) -> str:
-    """A static page with no external assets: contents, notes, missing results, tables, figures, sources."""
-    contents = [
-        f'<li><a href="#table-{t.spec.id}">{html.escape(f"Table {t.spec.id}: {t.spec.title}")}</a></li>'
-        for t in report.tables
-    ] + [
-        '<li><a href="#scaling">Scaling (asv suite)</a></li>',
-        '<li><a href="#figures">Figures</a></li>',
-        '<li><a href="#sources">Sources and protocols</a></li>',
-    ]
+    """A static page with no external assets: contents, notes, missing results, tables, scaling, a link
+    to the agreement report, figures with their captions, sources."""
+    contents = (
+        ['<li><a href="#claims">Claim ledger</a></li>']
+        + [
+            f'<li><a href="#table-{t.spec.id}">{html.escape(f"Table {t.spec.id}: {t.spec.title}")}</a></li>'
+            for t in report.tables
+        ]
+        + [
+            '<li><a href="#scaling">Scaling (asv suite)</a></li>',
+            '<li><a href="#agreement">Agreement between implementations</a></li>',
+            '<li><a href="#figures">Figures</a></li>',
+            '<li><a href="#sources">Sources and protocols</a></li>',
+        ]
+    )
     tables = [
         html_fragment(
             table,
@@ -99,16 +149,34 @@ def index_html(report: Report) -> str:
         for stem, title, frame in report.summaries
     ]
     figures = [
-        f'<figure><img src="{html.escape(path.as_posix())}" alt="{html.escape(_caption(path))}">'
-        f"<figcaption>{html.escape(_caption(path))}</figcaption></figure>"
-        for path in report.figures
+        f'<figure><img src="{html.escape(drawn.path.as_posix())}" alt="{html.escape(drawn.caption)}">'
+        f"<figcaption>{html.escape(drawn.caption)}</figcaption></figure>"
+        for drawn in report.figures
     ]
+    agreement = (
+        f"<p>{html.escape(NO_AGREEMENT)}</p>"
+        if report.agreement is None
+        else f"<p>{html.escape(AGREEMENT_INTRO)}: {html.escape(report.agreement)} "
+        f"Report: {_links(AGREEMENT, ('md',), html=True)}</p>"
+    )
     body = [
         f"<h1>{html.escape(TITLE)}</h1>",
         f"<p>{html.escape(GENERATED)} Every number of ours comes from <code>results/</code>; the paper's "
         "values are labelled as the paper's.</p>",
+        '<section id="claims"><h2>Claim ledger</h2>',
+        f"<p>{html.escape(LEDGER_INTRO)}</p>",
+        _html_frame(_ledger_shown(report.ledger)),
+        f'<p class="notes">{html.escape(VERDICT_RULE)}</p>',
+        f'<p class="files">{_ledger_links(html=True)}</p>',
+        "</section>",
         "<h2>Contents</h2>",
         "<ul>" + "".join(contents) + "</ul>",
+        '<section id="training"><h2>Training convergence</h2>',
+        f"<p>{html.escape(CONVERGENCE_INTRO)}</p>",
+        _html_frame(report.convergence),
+        f'<p class="files">{_links(Path("tables") / "convergence", ("md", "csv"), html=True)} · sweep: '
+        f"{_links(Path('tables') / 'sweep', ('md', 'csv'), html=True)}</p>",
+        "</section>",
         "<h2>Differences from the paper's protocol (all tables)</h2>",
         _html_list(report.notes.get("all", ()), "None recorded."),
         "<h2>What is missing or left out</h2>",
@@ -117,6 +185,9 @@ def index_html(report: Report) -> str:
         '<section id="scaling"><h2>Scaling (asv suite)</h2>',
         f"<p>{html.escape(SCALING_INTRO)}</p>",
         *(summaries or ["<p>No asv scaling results.</p>"]),
+        "</section>",
+        '<section id="agreement"><h2>Agreement between implementations</h2>',
+        agreement,
         "</section>",
         '<section id="figures"><h2>Figures</h2>',
         *(figures or ["<p>No figure: no result to draw.</p>"]),
@@ -153,11 +224,31 @@ def _markdown_frame(frame: pd.DataFrame) -> list[str]:
 
 
 def readme(report: Report) -> str:
-    """A Markdown entry point: links to every table form and figure, notes, what is missing, sources."""
+    """A Markdown entry point: links to every table form, the agreement report and every figure, notes,
+    what is missing, sources."""
     lines = [
         f"# {TITLE}",
         "",
         f"_{GENERATED}_ Open `index.html` for everything on one page.",
+        "",
+        "## Claim ledger",
+        "",
+        LEDGER_INTRO,
+        "",
+        *_markdown_frame(_ledger_shown(report.ledger)),
+        "",
+        VERDICT_RULE.replace("\n", " "),
+        "",
+        _ledger_links(),
+        "",
+        "## Training convergence",
+        "",
+        CONVERGENCE_INTRO,
+        "",
+        *(_markdown_frame(report.convergence) if not report.convergence.empty else ["No training curves."]),
+        "",
+        f"{_links(Path('tables') / 'convergence', ('md', 'csv'))} · "
+        f"sweep: {_links(Path('tables') / 'sweep', ('md', 'csv'))}",
         "",
         "## Tables",
         "",
@@ -177,10 +268,15 @@ def readme(report: Report) -> str:
         ]
     if not report.summaries:
         lines += ["No asv scaling results.", ""]
+    lines += ["## Agreement between implementations", ""]
+    if report.agreement is None:
+        lines += [NO_AGREEMENT, ""]
+    else:
+        lines += [f"{AGREEMENT_INTRO}: {report.agreement} Report: {_links(AGREEMENT, ('md',))}", ""]
     lines += ["## Figures", ""]
-    lines += [f"- [{path.name}]({path.as_posix()}): {_caption(path)}" for path in report.figures] or [
-        "- None."
-    ]
+    lines += [
+        f"- [{drawn.path.name}]({drawn.path.as_posix()}): {drawn.caption}" for drawn in report.figures
+    ] or ["- None."]
     lines += ["", "## Differences from the paper's protocol (all tables)", ""]
     lines += [f"- {note}" for note in report.notes.get("all", ())] or ["- None recorded."]
     lines += ["", "## What is missing or left out", ""]

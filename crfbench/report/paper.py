@@ -6,10 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pandas as pd
-
 from ..io import read_csv
-from .layout import TRAIN_LABELS
+from .layout import DECODER_LABELS, TRAIN_LABELS
 
 PAPER_DATASETS = {
     "UD_Dutch-LassySmall": "ud-pos-nl",
@@ -46,12 +44,39 @@ class PaperValue:
     status: str
 
 
+_CLAIMS = {"train_speedup": "training speed-up over CRF", "decode_speedup": "decoding speed-up over Viterbi"}
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A number the paper states only in its text (status "text-only"), for no single table cell:
+    ``dataset`` is the paper's wording (e.g. "POS (max over languages)"), ``train`` and ``decoder``
+    our names, so that a figure can draw it beside the table row it is about."""
+
+    dataset: str
+    encoder: str
+    train: str
+    decoder: str
+    metric: str
+    value: float
+
+    @property
+    def sentence(self) -> str:
+        """The claim as the note printed under its table."""
+        what = TRAIN_LABELS.get(self.train) or DECODER_LABELS.get(self.decoder, self.decoder)
+        claim = _CLAIMS.get(self.metric, self.metric)
+        return (
+            f"The paper's text (not a table cell) states a {what} {claim} of up to ×{self.value:g} "
+            f"for {self.dataset}, {self.encoder}."
+        )
+
+
 @dataclass(frozen=True)
 class Paper:
     """The paper's table cells and its prose-only claims, per table group ("1a" … "1d", "2", "3")."""
 
     cells: Mapping[Key, PaperValue] = field(default_factory=dict)
-    text_only: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    text_only: Mapping[str, tuple[Claim, ...]] = field(default_factory=dict)
 
     def get(self, group: str, dataset: str, encoder: str, train: str, decoder: str) -> PaperValue | None:
         return self.cells.get((group, dataset, encoder, train, decoder))
@@ -64,18 +89,6 @@ class Paper:
 def group_of(table: str) -> str:
     """Our table for a paper sub-table: 1a–1d stay apart, 2a–2c are Table 2, 3a–3c Table 3."""
     return table if table.startswith("1") else table[0]
-
-
-_CLAIMS = {"train_speedup": "training speed-up over CRF", "decode_speedup": "decoding speed-up over Viterbi"}
-
-
-def _text_only_sentence(row: pd.Series) -> str:
-    what = TRAIN_LABELS.get(row["train"]) or row["decoder"]
-    claim = _CLAIMS.get(row["metric"], row["metric"])
-    return (
-        f"The paper's text (not a table cell) states a {what} {claim} of up to ×{float(row['value']):g} "
-        f"for {row['dataset']}, {row['encoder']}."
-    )
 
 
 def _number(where: str, text: str) -> float:
@@ -93,24 +106,33 @@ def load_paper(path: Path) -> Paper:
     if missing:
         raise ValueError(f"{path}: missing column(s) {', '.join(missing)}")
     cells: dict[Key, PaperValue] = {}
-    text_only: dict[str, list[str]] = {}
+    text_only: dict[str, list[Claim]] = {}
     for index, row in table.iterrows():
         where = f"{path}: row {int(index) + 2}"
         status, group = row["status"], group_of(row["table"])
         if status not in STATUSES:
             raise ValueError(f"{where}: status {status!r} is not one of {', '.join(STATUSES)}")
+        decoder = PAPER_DECODERS.get((row["decoder"], row["iterations"]))
         if status == "text-only":
-            _number(where, row["value"])
-            text_only.setdefault(group, []).append(_text_only_sentence(row))
+            if decoder is None:
+                raise ValueError(f"{where}: unknown decoder {row['decoder']!r}")
+            claim = Claim(
+                row["dataset"],
+                row["encoder"],
+                row["train"],
+                decoder,
+                row["metric"],
+                _number(where, row["value"]),
+            )
+            text_only.setdefault(group, []).append(claim)
             continue
         if (status == "lost") != (row["value"] == ""):
             raise ValueError(f"{where}: a value must be given unless the status is 'lost'")
         dataset = PAPER_DATASETS.get(row["dataset"])
-        decoder = PAPER_DECODERS.get((row["decoder"], row["iterations"]))
         if dataset is None or decoder is None:
             raise ValueError(f"{where}: unknown dataset {row['dataset']!r} or decoder {row['decoder']!r}")
         key = (group, dataset, row["encoder"], row["train"], decoder)
         if key in cells:
             raise ValueError(f"{where}: duplicate cell {key}")
         cells[key] = PaperValue(None if status == "lost" else _number(where, row["value"]), status)
-    return Paper(cells, {group: tuple(sentences) for group, sentences in text_only.items()})
+    return Paper(cells, {group: tuple(claims) for group, claims in text_only.items()})

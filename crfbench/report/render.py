@@ -34,17 +34,34 @@ CSV_COLUMNS = (
     "ours_mean",
     "ours_std",
     "n_seeds",
+    "interval_low",
+    "interval_high",
+    "n_rounds",
     "paper_value",
     "paper_status",
     "difference",
 )
 
 
-def _ours(stat: Stat | None, decimals: int, plus_minus: str) -> str | None:
+#: Marks a value whose runs include one stopped at its epoch cap while its dev curve still rose.
+UNCONVERGED_MARK = "⚑"
+
+
+def _ours(stat: Stat | None, decimals: int) -> str | None:
+    """Our value as plain text: the mean, ± the std over seeds where there are several, and for a
+    speed-up the [lowest–highest] per-round ratio and the number of rounds n (one round: "[n=1]")."""
     if stat is None:
         return None
-    mean = f"{stat.mean:.{decimals}f}"
-    return mean if stat.std is None else f"{mean}{plus_minus}{stat.std:.{decimals}f}"
+    text = f"{stat.mean:.{decimals}f}"
+    if stat.std is not None:
+        text += f" ± {stat.std:.{decimals}f}"
+    if stat.rounds is not None:
+        interval = stat.interval
+        spread = "" if interval is None else f"{interval[0]:.{decimals}f}–{interval[1]:.{decimals}f}, "
+        text += f" [{spread}n={stat.rounds}]"
+    if stat.flagged:
+        text += f" {UNCONVERGED_MARK}"
+    return text
 
 
 def _paper(cell: Cell, marks: dict[str, str]) -> str | None:
@@ -78,16 +95,16 @@ def legend(table: Table) -> list[str]:
 
 def table_notes(table: Table, notes: Sequence[str]) -> list[str]:
     """Everything printed under a table: how cells are made, marks, protocol differences, paper prose."""
-    explanation, *prose = table.notes
     differences = [f"Difference from the paper's protocol: {note}" for note in notes]
-    return [explanation, *legend(table), *differences, *prose]
+    prose = [claim.sentence for claim in table.claims]
+    return [table.explanation, *legend(table), *differences, *prose]
 
 
 def _text_cell(cell: Cell, decimals: int) -> str:
     """Markdown and HTML-free text of one cell: ours, then the paper's value and the difference."""
     if not cell.applicable:
         return ""
-    ours = _ours(cell.ours, decimals, " ± ") or MISSING
+    ours = _ours(cell.ours, decimals) or MISSING
     paper = _paper(cell, MARKS)
     if paper is None:
         return ours
@@ -164,7 +181,7 @@ _LATEX_MARKS = {status: latex_escape(mark) for status, mark in MARKS.items()}
 def _latex_cell(cell: Cell, decimals: int) -> str:
     if not cell.applicable:
         return ""
-    ours = _ours(cell.ours, decimals, r" $\pm$ ") or "---"
+    ours = latex_escape(_ours(cell.ours, decimals) or MISSING)
     paper = _paper(cell, _LATEX_MARKS)
     if paper is None:
         return ours
@@ -209,6 +226,7 @@ def tidy(table: Table) -> pd.DataFrame:
             continue
         row, column = table.rows[i], table.columns[j]
         ours, paper = cell.ours, cell.paper
+        interval = None if ours is None else ours.interval
         records.append(
             {
                 "table": table.spec.id,
@@ -221,14 +239,17 @@ def tidy(table: Table) -> pd.DataFrame:
                 "ours_mean": None if ours is None else ours.mean,
                 "ours_std": None if ours is None else ours.std,
                 "n_seeds": None if ours is None else ours.n,
+                "interval_low": None if interval is None else interval[0],
+                "interval_high": None if interval is None else interval[1],
+                "n_rounds": None if ours is None else ours.rounds,
                 "paper_value": None if paper is None else paper.value,
                 "paper_status": None if paper is None else paper.status,
                 "difference": cell.difference,
             }
         )
     frame = pd.DataFrame(records, columns=list(CSV_COLUMNS))
-    frame = frame.astype({"iterations": "Int64", "n_seeds": "Int64"})
-    numbers = ["ours_mean", "ours_std", "paper_value", "difference"]
+    frame = frame.astype({"iterations": "Int64", "n_seeds": "Int64", "n_rounds": "Int64"})
+    numbers = ["ours_mean", "ours_std", "interval_low", "interval_high", "paper_value", "difference"]
     frame[numbers] = frame[numbers].astype(float).round(6)
     return frame
 
@@ -240,7 +261,7 @@ def csv_text(table: Table) -> str:
 def _html_cell(cell: Cell, decimals: int) -> str:
     if not cell.applicable:
         return '<td class="na"></td>'
-    ours = _ours(cell.ours, decimals, " ± ")
+    ours = _ours(cell.ours, decimals)
     parts = [
         f'<span class="ours">{html.escape(ours)}</span>'
         if ours

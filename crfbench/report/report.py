@@ -3,19 +3,43 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
-from ..io import write_atomic
+import pandas as pd
+
+from ..io import read_csv, write_atomic
+from ..schema import (
+    CURVE_COLUMNS,
+    CURVE_NUMBERS,
+    SENTENCE_COLUMNS,
+    SENTENCE_NUMBERS,
+    SWEEP_COLUMNS,
+    SWEEP_NUMBERS,
+)
 from . import provenance
 from .aggregate import decode_speedups, score_stats, train_speedups, violation_stats
 from .figures import iteration_figures, speedup_figure
-from .inputs import METRICS_COLUMNS, METRICS_FILE, TIMING_COLUMNS, TIMING_FILE, read_results
-from .layout import TABLES
-from .page import Report, index_html, readme, table_file
+from .inputs import (
+    AGREEMENT_FILE,
+    CURVES_FILE,
+    METRICS_COLUMNS,
+    METRICS_FILE,
+    SENTENCES_FILE,
+    SWEEP_FILE,
+    TIMING_COLUMNS,
+    TIMING_FILE,
+    agreement_summary,
+    read_results,
+)
+from .layout import TABLES, TASKS
+from .ledger import CLAIMS_COLUMNS, CLAIMS_FILE, claim_ledger, ledger_csv
+from .page import LEDGER_FILES, NO_AGREEMENT, Report, index_html, readme, table_file
 from .paper import load_paper
-from .render import csv_text, latex, markdown
+from .render import UNCONVERGED_MARK, csv_text, latex, markdown
 from .scaling import SCALING_FILE, read_scaling, scaling_figures, summary_tables
 from .tables import build_table, missing
+from .training import UNCONVERGED, convergence_table, curve_figure, flagged_runs, sweep_figure, sweep_table
 
 #: Keys of the ``notes`` argument: a table id, or "all" for notes on every table.
 NOTE_KEYS = ("all", *(spec.id for spec in TABLES))
@@ -27,11 +51,13 @@ def render_report(
     out_dir: Path,
     notes: Mapping[str, Sequence[str]] | None = None,
 ) -> list[Path]:
-    """Write tables (Markdown, LaTeX, tidy CSV), figures, ``index.html`` and ``README.md`` into
-    ``out_dir`` from ``results_dir/metrics.csv``, ``timing.csv`` and the asv suite's ``scaling.csv``
-    (any may be absent) and the paper's CSV (required); ``notes`` maps a table id or "all" to the
-    protocol differences to print. Every input is read and checked before anything is written, and
-    every file is written atomically. Returns the files written."""
+    """Write the claim ledger (CSV), tables (Markdown, LaTeX, tidy CSV), figures, ``index.html`` and
+    ``README.md`` into ``out_dir`` from ``results_dir/metrics.csv``, ``sentences.csv.gz``,
+    ``timing.csv``, the asv suite's ``scaling.csv`` and the agreement step's table (any may be absent;
+    the pages link the agreement step's report, which it writes into the report folder), the paper's
+    CSV (required) and the claims list ``claims.csv`` beside it; ``notes`` maps a table id
+    or "all" to the protocol differences to print. Every input is read and checked before anything is
+    written, and every file is written atomically. Returns the files written."""
     results_dir, paper_csv, out_dir = Path(results_dir), Path(paper_csv), Path(out_dir)
     notes = {key: tuple(value) for key, value in (notes or {}).items()}
     unknown = sorted(set(notes) - set(NOTE_KEYS))
@@ -48,6 +74,23 @@ def render_report(
         f"{name} is absent from the results folder." for name in files if not (results_dir / name).exists()
     ]
     paper = load_paper(paper_csv)  # required: FileNotFoundError naming it when absent
+    claims_csv = paper_csv.parent / CLAIMS_FILE
+    claims = read_csv(claims_csv) if claims_csv.exists() else pd.DataFrame(columns=list(CLAIMS_COLUMNS))
+    if not claims_csv.exists():
+        absent.append(f"{claims_csv} is absent: no claim ledger.")
+    sentences = read_results(results_dir / SENTENCES_FILE, SENTENCE_COLUMNS, SENTENCE_NUMBERS)
+    curves = read_results(results_dir / CURVES_FILE, CURVE_COLUMNS, CURVE_NUMBERS)
+    sweep = read_results(results_dir / SWEEP_FILE, SWEEP_COLUMNS, SWEEP_NUMBERS)
+    for name in (CURVES_FILE, SWEEP_FILE):
+        if not (results_dir / name).exists():
+            absent.append(f"{name} is absent from the results folder.")
+    if not (results_dir / SENTENCES_FILE).exists():
+        absent.append(
+            f"{SENTENCES_FILE} is absent from the results folder: no paired differences for the claims."
+        )
+    agreement = agreement_summary(results_dir / AGREEMENT_FILE)
+    if agreement is None:
+        absent.append(NO_AGREEMENT)
     scaling = read_scaling(results_dir / SCALING_FILE)  # every input is read before anything is written
     if not (results_dir / SCALING_FILE).exists():
         absent.append(f"{SCALING_FILE} is absent from the results folder: no asv scaling figures.")
@@ -58,10 +101,20 @@ def render_report(
         "train": train_speedups(timing),
         "decode": decode_speedups(timing),
     }
+    flagged = flagged_runs(curves)
+    keys = zip(stats["score"]["dataset"], stats["score"]["encoder"], stats["score"]["train"], strict=True)
+    stats["score"] = stats["score"].assign(flagged=[key in flagged for key in keys])
+    if flagged:
+        mark = f"{UNCONVERGED_MARK}: a run behind the value stopped {UNCONVERGED} (Training convergence)."
+        notes = notes | {spec.id: (*notes.get(spec.id, ()), mark) for spec in TABLES if spec.kind == "score"}
+    ledger = claim_ledger(claims, sentences, timing, TASKS)
     tables = [build_table(spec, stats[spec.kind], paper) for spec in TABLES]
     shown = [table for table in tables if table.has_columns]
 
     written = []
+    for path, frame in zip(LEDGER_FILES, ledger, strict=True):
+        write_atomic(out_dir / path, ledger_csv(frame))
+        written.append(out_dir / path)
     for table in shown:
         table_notes = notes.get(table.spec.id, ())
         forms = {"md": markdown(table, table_notes), "tex": latex(table, table_notes), "csv": csv_text(table)}
@@ -72,12 +125,23 @@ def render_report(
 
     figures_dir = out_dir / "figures"
     by_id = {table.spec.id: table for table in shown}
-    figures = iteration_figures(stats["score"], paper, figures_dir)
+    figures = curve_figure(curves, figures_dir / "dev-curves.png")
+    figures += sweep_figure(sweep, figures_dir / "sweep.png")
+    figures += iteration_figures(stats["score"], paper, figures_dir)
     if "2" in by_id:
         figures += speedup_figure(by_id["2"], figures_dir / "speedup-train.png")
     if "3" in by_id:
         figures += speedup_figure(by_id["3"], figures_dir / "speedup-decode.png")
     figures += scaling_figures(scaling, figures_dir)
+    training = {"convergence": convergence_table(curves), "sweep": sweep_table(sweep)}
+    for stem, frame in training.items():
+        for extension, text in {
+            "md": frame.to_markdown(index=False) + "\n",
+            "csv": frame.to_csv(index=False),
+        }.items():
+            path = out_dir / "tables" / f"{stem}.{extension}"
+            write_atomic(path, text)
+            written.append(path)
     summaries = summary_tables(scaling)
     for stem, (_, frame) in summaries.items():
         for extension, text in {
@@ -89,8 +153,10 @@ def render_report(
             written.append(path)
 
     report = Report(
+        ledger=ledger[0],
+        convergence=training["convergence"],
         tables=tuple(shown),
-        figures=tuple(path.relative_to(out_dir) for path in figures),
+        figures=tuple(replace(drawn, path=drawn.path.relative_to(out_dir)) for drawn in figures),
         summaries=tuple((stem, title, frame) for stem, (title, frame) in summaries.items()),
         notes=notes,
         missing=tuple(
@@ -98,8 +164,9 @@ def render_report(
         ),
         sources=provenance.sources(files),
         protocols=provenance.protocols(files),
+        agreement=agreement,
     )
     pages = [out_dir / "index.html", out_dir / "README.md"]
     for path, text in zip(pages, (index_html(report), readme(report)), strict=True):
         write_atomic(path, text)
-    return written + figures + pages
+    return written + [drawn.path for drawn in figures] + pages

@@ -10,14 +10,16 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.colors import LogNorm  # noqa: E402
+from matplotlib.image import AxesImage  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
+from matplotlib.ticker import NullFormatter  # noqa: E402
 
 from ..asv_results import COLUMNS  # noqa: E402
 from ..io import read_csv  # noqa: E402
-from .figures import save_png  # noqa: E402
+from .figures import TIMES, Drawn, save_png, subplots  # noqa: E402
 
 SCALING_FILE = "scaling.csv"
 #: Methods in the order of the figures' legends and panels.
@@ -52,13 +54,17 @@ def timings(frame: pd.DataFrame, name: str) -> pd.DataFrame:
     return rows
 
 
-def time_figure(rows: pd.DataFrame, title: str, path: Path) -> list[Path]:
+def _backends(rows: pd.DataFrame) -> list[str]:
+    return sorted(rows["backend"].unique(), key=("torch", "jax").index)
+
+
+def time_figure(rows: pd.DataFrame, title: str, path: Path, caption: str) -> list[Drawn]:
     """Seconds against N (log-log), one panel per T (columns) and backend (rows), a line per method."""
-    backends = sorted(rows["backend"].unique(), key=("torch", "jax").index)
+    backends = _backends(rows)
     tags = sorted(rows["T"].unique())
     colors = {method: f"C{k}" for k, method in enumerate(_ordered(rows["method"]))}  # one colour per method
-    figure, axes = plt.subplots(
-        len(backends), len(tags), figsize=(3.2 * len(tags), 2.8 * len(backends)), squeeze=False, sharex=True
+    figure, axes = subplots(
+        len(backends), len(tags), (3.2 * len(tags), 2.8 * len(backends) + 0.8), sharex=True
     )
     for i, backend in enumerate(backends):
         for j, num_tags in enumerate(tags):
@@ -71,6 +77,7 @@ def time_figure(rows: pd.DataFrame, title: str, path: Path) -> list[Path]:
                 )
             axis.set_xscale("log", base=2)
             axis.set_yscale("log")
+            axis.yaxis.set_minor_formatter(NullFormatter())  # decades only: minor labels crowd a panel
             axis.set_title(f"{backend}, T={num_tags}", fontsize="small")
             axis.grid(True, which="major", linewidth=0.3)
             if j == 0:
@@ -82,18 +89,16 @@ def time_figure(rows: pd.DataFrame, title: str, path: Path) -> list[Path]:
         for handle, label in zip(*axis.get_legend_handles_labels(), strict=True):
             handles.setdefault(label, handle)
     labels = _ordered(handles)
-    figure.suptitle(title, y=0.99, fontsize="medium")
+    figure.suptitle(title, fontsize="medium")
     figure.legend(
         [handles[name] for name in labels],
         labels,
-        loc="upper center",
-        bbox_to_anchor=(0.5, 0.95),
+        loc="outside lower center",
         ncol=len(labels),
         fontsize="small",
         frameon=False,
     )
-    figure.tight_layout(rect=(0, 0, 1, 0.9))
-    return [save_png(figure, path, dpi=100)]
+    return [save_png(figure, path, caption, dpi=100)]
 
 
 def speedups(rows: pd.DataFrame) -> pd.DataFrame:
@@ -106,45 +111,80 @@ def speedups(rows: pd.DataFrame) -> pd.DataFrame:
     return joined.reset_index()[[*keys, "method", "speedup"]]
 
 
-def speedup_figure(rows: pd.DataFrame, title: str, path: Path) -> list[Path]:
-    """Heatmaps of ``speedups`` on the N × T grid: one panel per method (columns) and backend (rows)."""
+#: Panels per row of the speed-up heatmaps: wide enough to read at the report page's width.
+HEATMAP_COLUMNS = 3
+#: The text of a grid point that was not measured (it may not fit the memory cap, or lie off the grid).
+NOT_MEASURED = "n/m"
+
+
+def heatmap(axis, grid: pd.DataFrame, norm: LogNorm) -> AxesImage:
+    """One method's speed-ups on the N × T grid: colour and number per measured point, and a hatched
+    grey "n/m" where nothing was measured, so that it cannot read as a measured 1×."""
+    values = grid.to_numpy(dtype=float)
+    rows, columns = values.shape
+    # the hatched background shows through the image where a value is NaN (the colour map's "bad"
+    # colour is transparent)
+    background = Rectangle((-0.5, -0.5), columns, rows, facecolor="0.88", edgecolor="0.6", hatch="///")
+    axis.add_patch(background).set(linewidth=0, zorder=0)
+    image = axis.imshow(values, cmap="RdBu", norm=norm, origin="lower", aspect="auto", zorder=1)
+    for (y, x), value in np.ndenumerate(values):
+        if not np.isfinite(value):
+            axis.text(x, y, NOT_MEASURED, ha="center", va="center", fontsize=8, color="0.25")
+            continue
+        dark = abs(np.log10(value)) > 0.6 * np.log10(norm.vmax)  # white text on the deepest colours
+        axis.text(
+            x, y, f"{value:.2g}", ha="center", va="center", fontsize=8, color="white" if dark else "black"
+        )
+    axis.set_xticks(range(columns), grid.columns, fontsize=8)
+    axis.set_yticks(range(rows), grid.index, fontsize=8)
+    return image
+
+
+def speedup_figure(rows: pd.DataFrame, title: str, path: Path, caption: str) -> list[Drawn]:
+    """Heatmaps of ``speedups`` on the N × T grid: one panel per method, ``HEATMAP_COLUMNS`` to a row,
+    each backend's panels starting a new row."""
     table = speedups(rows)
     if table.empty:
         return []
-    backends = sorted(table["backend"].unique(), key=("torch", "jax").index)
+    backends = _backends(table)
     methods = _ordered(table["method"])
     lengths, tags = sorted(rows["N"].unique()), sorted(rows["T"].unique())
     spread = max(float(np.abs(np.log10(table["speedup"])).max()), 0.5)
     norm = LogNorm(vmin=10**-spread, vmax=10**spread)
-    figure, axes = plt.subplots(
-        len(backends), len(methods), figsize=(2.6 * len(methods), 2.5 * len(backends) + 0.6), squeeze=False
+    columns = min(HEATMAP_COLUMNS, len(methods))
+    lines = -(-len(methods) // columns)  # panel rows per backend
+    figure, axes = subplots(
+        len(backends) * lines, columns, (3.3 * columns + 1.2, 2.7 * len(backends) * lines + 0.6)
     )
+    for axis in axes.flat:
+        axis.set_visible(False)  # shown below when a method takes the slot
     for i, backend in enumerate(backends):
-        for j, method in enumerate(methods):
-            axis = axes[i, j]
+        for k, method in enumerate(methods):
+            axis = axes[i * lines + k // columns, k % columns]
+            axis.set_visible(True)
             cells = table[(table["backend"] == backend) & (table["method"] == method)]
             grid = cells.pivot_table(index="T", columns="N", values="speedup").reindex(
                 index=tags, columns=lengths
             )
-            image = axis.imshow(
-                grid.to_numpy(dtype=float), cmap="RdBu", norm=norm, origin="lower", aspect="auto"
-            )
-            for (y, x), value in np.ndenumerate(grid.to_numpy(dtype=float)):
-                if np.isfinite(value):
-                    axis.text(x, y, f"{value:.2g}", ha="center", va="center", fontsize=6)
-            axis.set_xticks(range(len(lengths)), lengths, fontsize=6)
-            axis.set_yticks(range(len(tags)), tags, fontsize=6)
-            axis.set_title(f"{method} ({backend})", fontsize="small")
-            if j == 0:
+            image = heatmap(axis, grid, norm)
+            axis.set_title(f"{method} ({backend})", fontsize="medium")
+            if k % columns == 0:
                 axis.set_ylabel("tag-set size T")
-            if i == len(backends) - 1:
-                axis.set_xlabel("sequence length N")
-    figure.colorbar(image, ax=axes, shrink=0.8, label=f"speed-up over {BASELINE} (×)")
-    figure.suptitle(title, fontsize="medium")
-    return [save_png(figure, path, dpi=100)]
+            axis.set_xlabel("sequence length N", fontsize="small")
+    colorbar = figure.colorbar(image, ax=axes, shrink=0.6, label=f"speed-up over {BASELINE} (×), log scale")
+    colorbar.ax.yaxis.set_major_formatter(TIMES)
+    figure.suptitle(title, fontsize="large")
+    return [save_png(figure, path, caption, dpi=100)]
 
 
-def scaling_figures(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
+#: What a scaling figure's marks are, for the captions: asv keeps one number per point.
+ASV_POINTS = (
+    "Each point is asv's median over its repeated timings; results/scaling.csv keeps only that median, "
+    "so there is no error bar or interval."
+)
+
+
+def scaling_figures(frame: pd.DataFrame, out_dir: Path) -> list[Drawn]:
     """Time-against-N figures for every timed operation and speed-up heatmaps for marginals and the
     training step, per machine, device and batch size."""
     written = []
@@ -154,26 +194,23 @@ def scaling_figures(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
             where = f"{machine}, {device}, B={batch}"
             stem = f"{machine}-{device}-B{batch}-{name.removeprefix('time_')}"
             written += time_figure(
-                rows, f"{label}: seconds against N ({where})", out_dir / f"scaling-time-{stem}.png"
+                rows,
+                f"{label}: seconds against N ({where})",
+                out_dir / f"scaling-time-{stem}.png",
+                f"asv scaling, {label} ({where}): seconds against sequence length N (log-log), one panel "
+                f"per tag-set size T and backend, a line per method. {ASV_POINTS}",
             )
             if name in HEATMAPS:
                 written += speedup_figure(
                     rows,
                     f"{label}: speed-up over sequential {BASELINE} ({where})",
                     out_dir / f"scaling-speedup-{stem}.png",
+                    f"asv scaling, {label} ({where}): speed-up of each method over sequential {BASELINE} "
+                    f"({BASELINE}'s seconds ÷ the method's) on the N × T grid, one panel per method and "
+                    "backend; colour (log scale, blue: faster than crf, red: slower) and number: the "
+                    f'speed-up; hatched grey "{NOT_MEASURED}": not measured. {ASV_POINTS}',
                 )
     return written
-
-
-def caption(path: Path) -> str:
-    """What a figure written by this module shows, from its file name."""
-    kind, machine_device_operation = path.stem.removeprefix("scaling-").split("-", 1)
-    what = (
-        "time against sequence length N per tag-set size T"
-        if kind == "time"
-        else (f"speed-up of each method over sequential {BASELINE} on the N × T grid")
-    )
-    return f"asv scaling ({machine_device_operation}): {what}."
 
 
 def _point(row) -> str:

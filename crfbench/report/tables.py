@@ -8,8 +8,14 @@ from dataclasses import dataclass
 import pandas as pd
 
 from .layout import DATASET_LABELS, TRAIN_ITERATIONS, RowSpec, TableSpec, applies, encoder_key, natural_key
-from .paper import Paper, PaperValue
+from .paper import Claim, Paper, PaperValue
 
+#: How the spread of a speed-up over timing rounds is shown (Tables 2 and 3).
+_ROUNDS = (
+    "the std omitted for a single seed; in brackets the lowest–highest ratio of single rounds (every round "
+    "times each item once, so the rounds of the two items pair up; all seeds' rounds pooled) and n, the "
+    "number of rounds (n=1 alone: one round has no interval);"
+)
 _EXPLANATIONS = {
     "score": (
         "Ours: mean ± sample standard deviation (n − 1) over seeds of the test-set score in %, the std "
@@ -24,23 +30,37 @@ _EXPLANATIONS = {
         "Speed-up = median seconds over timing rounds of the forward-algorithm loss (CRF; partial CRF for "
         f"the partial-label loss) / median seconds of the loss at {TRAIN_ITERATIONS} iterations, both "
         "measured in one timing run with the network's forward and backward passes; mean ± sample standard "
-        "deviation over seeds, then the paper's value and the difference ours − paper."
+        f"deviation over seeds, {_ROUNDS} then the paper's value and the difference ours − paper."
     ),
     "decode": (
         "Speed-up = median seconds over timing rounds of Viterbi decoding / median seconds of the decoder, "
         "both measured in one timing run with the network's forward pass; mean ± sample standard deviation "
-        "over seeds, then the paper's value and the difference ours − paper."
+        f"over seeds, {_ROUNDS} then the paper's value and the difference ours − paper."
     ),
 }
 
 
 @dataclass(frozen=True)
 class Stat:
-    """Our value of one cell: mean, sample std (None for one seed) and number of seeds."""
+    """Our value of one cell: mean, sample std (None for one seed) and number of seeds; for a speed-up
+    also the lowest and highest per-round ratio and the number of timing rounds behind them (None for
+    a score, which has no rounds)."""
 
     mean: float
     std: float | None
     n: int
+    low: float | None = None
+    high: float | None = None
+    rounds: int | None = None
+    flagged: bool = False  # a run behind it stopped at its epoch cap while its dev curve still rose
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """(lowest, highest) per-round ratio where there are at least two rounds: one round, or a score,
+        has no interval to show."""
+        if self.rounds is None or self.rounds < 2 or self.low is None or self.high is None:
+            return None
+        return self.low, self.high
 
 
 @dataclass(frozen=True)
@@ -80,7 +100,8 @@ class Table:
     rows: tuple[RowSpec, ...]
     columns: tuple[Column, ...]
     cells: Mapping[tuple[int, int], Cell]  # (row index, column index)
-    notes: tuple[str, ...]  # how the cells are made, then the paper's prose-only claims
+    explanation: str  # how the cells are made
+    claims: tuple[Claim, ...]  # the paper's prose-only claims about this table
 
     def cell(self, row: int, column: int) -> Cell:
         return self.cells[row, column]
@@ -94,10 +115,20 @@ class Table:
         return bool(self.columns)
 
 
+def _number(value: object) -> float | None:
+    return None if pd.isna(value) else float(value)
+
+
 def _stats_by_key(stats: pd.DataFrame) -> dict[tuple[str, str, str, str, str], Stat]:
+    """Our statistics by (dataset, encoder, device, train, decoder); speed-ups bring their round spread."""
+    rounds, flagged = "rounds" in stats.columns, "flagged" in stats.columns
     return {
         (row.dataset, row.encoder, row.device, row.train, row.decoder): Stat(
-            float(row.mean), None if pd.isna(row.std) else float(row.std), int(row.n)
+            float(row.mean),
+            _number(row.std),
+            int(row.n),
+            *((_number(row.low), _number(row.high), int(row.rounds)) if rounds else ()),
+            **({"flagged": bool(row.flagged)} if flagged else {}),
         )
         for row in stats.itertuples(index=False)
     }
@@ -149,8 +180,8 @@ def build_table(spec: TableSpec, stats: pd.DataFrame, paper: Paper) -> Table:
         if not spec.drop_empty_rows or any(cell(row, column).ours is not None for column in columns)
     )
     cells = {(i, j): cell(row, column) for i, row in enumerate(rows) for j, column in enumerate(columns)}
-    prose = paper.text_only.get(spec.paper_group or "", ())
-    return Table(spec, rows, columns, cells, (_EXPLANATIONS[spec.kind], *prose))
+    claims = paper.text_only.get(spec.paper_group or "", ())
+    return Table(spec, rows, columns, cells, _EXPLANATIONS[spec.kind], claims)
 
 
 def missing(table: Table) -> list[str]:

@@ -223,3 +223,13 @@ def test_evaluation_writes_the_test_sentences_counts_behind_its_metrics(tmp_path
         f1 = 2 * rows.matched_spans.sum() / (rows.gold_spans.sum() + rows.predicted_spans.sum())
         assert f1 == pytest.approx(test[decoder, "f1"])
         assert rows.invalid.mean() == pytest.approx(test[decoder, "violations"])
+
+
+def test_min_delta_stops_a_creeping_curve(tmp_path: Path) -> None:
+    """With min_delta above the whole curve's rise, only epoch 1 counts as a step up: patience 2
+    stops after epoch 3, although the dev score may still creep; the best epoch is still selected."""
+    config = make_config("crf", epochs=8, patience=2, min_delta=1.0)
+    summary = train(config, tmp_path, progress=False)
+    assert summary["epochs_done"] == 3 and summary["stopped_by"] == "patience"
+    scores = [entry["dev_f1"] for entry in summary["history"]]
+    assert summary["best_epoch"] == 1 + scores.index(max(scores))

@@ -40,6 +40,11 @@ def timed():
             yield experiment, dataset, encoder
 
 
+def swept():
+    """(dataset, encoder) of every run trained with the CRF loss, once each: its first seed."""
+    return sorted({(d, e) for _, d, e, loss, _ in runs() if loss == "crf"})
+
+
 def experiment_of(dataset, encoder):
     for experiment, d, e, _, _ in runs():
         if (d, e) == (dataset, encoder):

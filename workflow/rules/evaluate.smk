@@ -13,6 +13,7 @@ rule evaluate:
         run_dir=lambda w, output: os.path.dirname(output.metrics),
         data_dir=data_dir(),
         decoders=" ".join(config["decoders"]),
+        splits=" ".join(config["splits"]),
     log:
         f"{RESULTS}/logs/evaluate/{{dataset}}/{{encoder}}/{{loss}}/{{seed}}.log",
     threads: config["threads"]
@@ -20,4 +21,4 @@ rule evaluate:
         gpu=config["gpus_per_job"],
     shell:
         "CRFBENCH_DATA={params.data_dir:q} {params.cli} evaluate --run-dir {params.run_dir} "
-        "--decoders {params.decoders} --no-progress > {log} 2>&1"
+        "--decoders {params.decoders} --splits {params.splits} --no-progress > {log} 2>&1"

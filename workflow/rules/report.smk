@@ -68,6 +68,7 @@ rule report:
         metrics=f"{RESULTS}/metrics.csv",
         sentences=f"{RESULTS}/sentences.csv.gz",
         curves=f"{RESULTS}/curves.csv",
+        sweep=lambda w: [rules.aggregate_sweep.output[0]] if swept() else [],
         timing=f"{RESULTS}/timing.csv",
         agreement=f"{RESULTS}/agreement/agreement.csv",
         notes=f"{RESULTS}/report-notes.json",

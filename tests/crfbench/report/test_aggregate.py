@@ -7,7 +7,14 @@ import math
 import pandas as pd
 import pytest
 
-from crfbench.report.aggregate import STAT_DTYPES, decode_speedups, over_seeds, score_stats, train_speedups
+from crfbench.report.aggregate import (
+    SPEEDUP_DTYPES,
+    STAT_DTYPES,
+    decode_speedups,
+    over_seeds,
+    score_stats,
+    train_speedups,
+)
 
 from .fixtures import RUN, timing_rows
 
@@ -29,10 +36,12 @@ def test_one_seed_has_no_std():
 
 
 def test_empty_inputs_give_empty_statistics():
-    empty = pd.DataFrame(columns=["kind", "name", "iterations", "seconds", "dataset", "encoder_name", "seed"])
-    empty = empty.assign(device="", device_name="")
-    for stats in (train_speedups(empty), decode_speedups(empty), over_seeds(pd.DataFrame())):
-        assert stats.empty and list(stats.columns) == list(STAT_DTYPES)
+    columns = ["kind", "name", "iterations", "round", "seconds", "dataset", "encoder_name", "seed"]
+    empty = pd.DataFrame(columns=columns).assign(device="", device_name="")
+    for stats in (train_speedups(empty), decode_speedups(empty)):
+        assert stats.empty and list(stats.columns) == list(SPEEDUP_DTYPES)
+    stats = over_seeds(pd.DataFrame())
+    assert stats.empty and list(stats.columns) == list(STAT_DTYPES)
 
 
 def test_scores_use_the_test_split_and_the_table_metric():
@@ -46,15 +55,36 @@ def test_scores_use_the_test_split_and_the_table_metric():
     assert stats["mean"].tolist() == [pytest.approx(80.0)]
 
 
-def test_speedups_pair_timings_within_one_run():
-    timing = pd.DataFrame(timing_rows("A") + timing_rows("B", dataset="ud-pos-nl"))
+def _timing(rows: list[dict[str, object]]) -> pd.DataFrame:
+    """Timing rows typed as ``inputs.read_results`` reads them."""
+    timing = pd.DataFrame(rows)
     timing["seed"] = timing["seed"].astype(str)
     timing["iterations"] = pd.to_numeric(timing["iterations"])
     for column in ("device", "device_name", "dataset", "encoder_name"):
         timing[column] = timing[column].astype(str)
+    return timing
+
+
+def test_speedups_pair_timings_within_one_run():
+    timing = _timing(timing_rows("A") + timing_rows("B", dataset="ud-pos-nl"))
     stats = train_speedups(timing).set_index(["dataset", "device", "train"])
     assert stats.loc[("ud-pos-en", "A", "bcrf"), "mean"] == pytest.approx(2.5)
     assert stats.loc[("ud-pos-nl", "B", "bcrf"), "n"] == 2
     assert "meanfield" not in stats.index.get_level_values("train")  # timed at 5 iterations only
     decode = decode_speedups(timing)
     assert decode["decoder"].unique().tolist() == ["mf-5"] and (decode["mean"] == 2.0).all()
+
+
+def test_speedups_carry_the_spread_of_single_round_ratios():
+    stats = train_speedups(_timing(timing_rows())).set_index("train").loc["bcrf"]
+    # seed 0, rounds (crf / bcrf): 1.0/0.5, 2.0/1.0, 9.0/7.0; seed 1: 3.0/1.0 three times
+    assert (stats["low"], stats["high"], stats["rounds"]) == (pytest.approx(9 / 7), 3.0, 6)
+    assert stats["mean"] == pytest.approx(2.5)  # still the mean over seeds of the ratios of medians
+    decode = decode_speedups(_timing(timing_rows())).iloc[0]
+    assert (decode["low"], decode["high"], decode["rounds"]) == (0.02, 2.0, 3)  # 2/100 … 2/1
+
+
+def test_rounds_pair_up_by_round_index():
+    rows = [row for row in timing_rows() if row["kind"] == "decode" and row["round"] == 0]
+    decode = decode_speedups(_timing(rows)).iloc[0]
+    assert (decode["mean"], decode["low"], decode["high"], decode["rounds"]) == (2.0, 2.0, 2.0, 1)

@@ -110,6 +110,10 @@ def test_training_speedup_is_a_ratio_of_medians(rendered):
     # seed 0: median 2.0 / median 1.0; seed 1: 3.0 / 1.0 (the ratio of means would be 4.0 / 2.83).
     assert cell["ours_mean"] == pytest.approx(2.5)
     assert cell["ours_std"] == pytest.approx(math.sqrt(0.5), abs=1e-6)
+    # single rounds (crf / bcrf): seed 0 2.0, 2.0, 9/7; seed 1 3.0 three times
+    assert (cell["interval_low"], cell["interval_high"], cell["n_rounds"]) == (pytest.approx(9 / 7), 3.0, 6)
+    text = markdown_cell(out / "tables" / "table2.md", "BCRF (10 it.)", "en L0")
+    assert text == "2.50 ± 0.71 [1.29–3.00, n=6]"
     assert pd.isna(_cell(frame, "MF (10 it.)", "ud-pos-en", "L0")["ours_mean"])  # timed at 5 iterations
     assert _cell(frame, "BCRF (10 it.)", "conll03-ner", "bert-base")["paper_value"] == 1.9
     assert not (frame["paper_status"] == "text-only").any()
@@ -120,7 +124,18 @@ def test_decoding_speedup_is_a_ratio_of_medians(rendered):
     out, _ = rendered
     cell = _cell(_tidy(out, "table3"), "MF 5", "ud-pos-en", "L0")
     assert (cell["ours_mean"], cell["n_seeds"], cell["paper_value"]) == (2.0, 1, 9.0)
+    # the median ratio hides a slow round (100 s): the interval shows it
+    assert (cell["interval_low"], cell["interval_high"], cell["n_rounds"]) == (0.02, 2.0, 3)
+    text = markdown_cell(out / "tables" / "table3.md", "MF 5", "en L0")
+    assert text == "2.00 [0.02–2.00, n=3] (paper 9.0, Δ −7.00)"
+    assert (
+        "MF 5 & 2.00 [0.02--2.00, n=3] {\\scriptsize(9.0; $-7.00$)}"
+        in (out / "tables" / "table3.tex").read_text()
+    )
     assert markdown_cell(out / "tables" / "table3.md", "BCRF 5", "en L0") == "—"
+    assert (
+        "in brackets the lowest–highest ratio of single rounds" in (out / "tables" / "table3.md").read_text()
+    )
 
 
 def test_violations_table_lists_only_the_pairs_run(rendered):
@@ -165,6 +180,33 @@ def test_html_shows_every_table_and_figure(rendered):
     assert "UD 2.15 replaced by a substitute split." in page and "Every dataset is subsampled." in page
     assert "Test CPU" in page and "abc1234" in page and "standard" in page
     assert "Difference from the paper's protocol: UD 2.15" in (out / "tables" / "table1a.md").read_text()
+
+
+def test_the_pages_link_the_agreement_report(tmp_path):
+    results = write_results(tmp_path / "results")
+    (results / "agreement").mkdir()
+    (results / "agreement" / "agreement.csv").write_text("method,ok\ncrf,True\nbcrf,True\nmeanfield,False\n")
+    out = tmp_path / "out"
+    render_report(results, write_paper(tmp_path / "paper.csv"), out)
+    page, readme = (out / "index.html").read_text(), (out / "README.md").read_text()
+    assert '<a href="#agreement">' in page and '<a href="agreement.md">md</a>' in page
+    assert "[md](agreement.md)" in readme
+    assert "3 comparisons, 1 outside tolerance." in page and "3 comparisons, 1 outside tolerance." in readme
+
+
+def test_without_the_agreement_step_the_pages_say_so(rendered):
+    out, _ = rendered
+    page, readme = (out / "index.html").read_text(), (out / "README.md").read_text()
+    assert 'href="agreement.md"' not in page and "(agreement.md)" not in readme
+    assert readme.count("The agreement step has not run") == 2  # its section and what is missing
+
+
+def test_every_figure_has_a_caption_saying_what_it_shows(rendered):
+    out, _ = rendered
+    page = (out / "index.html").read_text()
+    captions = re.findall(r"<figcaption>(.*?)</figcaption>", page)
+    assert len(captions) == 5 and all("n = " in caption for caption in captions)
+    assert all("bar = " in caption for caption in captions)
 
 
 def test_figures_are_drawn(rendered):

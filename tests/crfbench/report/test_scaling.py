@@ -110,7 +110,7 @@ def _suite_frame() -> pd.DataFrame:
 
 
 def test_figures_per_operation_and_heatmaps_for_marginals_and_training(tmp_path):
-    written = scaling_figures(_suite_frame(), tmp_path)
+    written = [drawn.path for drawn in scaling_figures(_suite_frame(), tmp_path)]
     assert sorted(path.name for path in written) == [
         "scaling-speedup-box-cpu-B8-loss_and_grad.png",
         "scaling-speedup-box-cpu-B8-marginals.png",
@@ -135,6 +135,8 @@ def test_the_report_shows_the_scaling_section(tmp_path):
     page = (out / "index.html").read_text()
     assert "Scaling (asv suite)" in page and "Roofline: IBP-10" in page
     assert 'src="figures/scaling-speedup-box-cpu-B8-marginals.png"' in page
+    assert "hatched grey &quot;n/m&quot;: not measured" in page  # a caption says what each mark is
+    assert "so there is no error bar or interval" in page
     readme = (out / "README.md").read_text()
     assert "### Where BCRF-10 marginals overtake sequential forward" in readme
     assert "| box | cpu | torch | 8 | 16–64 | 16 |" in readme
@@ -152,7 +154,7 @@ def test_each_batch_size_gets_its_own_figures(tmp_path):
         _marginals({"crf": [1.0, 1.0, 1.0, 1.0], "bcrf-10": [2.0, 2.0, 2.0, 2.0]})
         + [{**row, "B": 64} for row in _marginals({"crf": [3.0] * 4, "bcrf-10": [1.0] * 4})]
     )
-    names = sorted(path.name for path in scaling_figures(frame, tmp_path))
+    names = sorted(drawn.path.name for drawn in scaling_figures(frame, tmp_path))
     assert names == [
         "scaling-speedup-box-cpu-B64-marginals.png",
         "scaling-speedup-box-cpu-B8-marginals.png",

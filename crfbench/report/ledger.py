@@ -1,0 +1,464 @@
+"""The claim ledger: a verdict on each claim of the paper list (``claims.csv``: id, paper, claim,
+comparison, paper_evidence, paper_difference, kind), computed from our result tables.
+
+An accuracy claim compares two (training loss, decoder) runs A and B, as its ``comparison`` says,
+within each (dataset, encoder) cell: our difference is A − B in percentage points, paired (same seed,
+same test sentences), averaged over seeds, each metric a corpus ratio of sums over the test sentences
+(accuracy Σcorrect/Σtokens, F1 2Σmatched/(Σgold+Σpredicted), violation rate mean of invalid). Its
+95% interval is a percentile bootstrap resampling seeds and test sentences with replacement, the same
+sentences for both sides and every seed, with a fixed random seed (byte-for-byte reproducible). The
+comparisons are data (:data:`CLAIMS`), the verdict a fixed rule (:data:`VERDICT_RULE`):
+
+Verdict rule. MARGIN is 1 percentage point; [lo, hi] is the 95% bootstrap interval of our A − B in
+one cell. An equivalence claim ("matches", "close to", "few iterations suffice": the paper's
+difference is about 0) is reproduced when −MARGIN ≤ lo and hi ≤ +MARGIN, not reproduced when the
+interval lies wholly beyond the margin (lo > +MARGIN or hi < −MARGIN), else inconclusive. A
+directional claim ("beats", "loses accuracy", "breaks constraints": A − B > 0, or < 0) is reproduced
+when the interval excludes 0 on the claimed side, not reproduced when its claimed-side end stays
+within the margin (an effect of MARGIN or more in the claimed direction is ruled out: this covers an
+interval on the wrong side of 0, and no difference at all), else inconclusive. A GPU speed claim
+measured on CUDA timings is reproduced in a cell when the speed-up is above 1, else not reproduced.
+A claim is reproduced when every cell is, not reproduced when some cell is not and none is, mixed
+when some cells are reproduced and some are not, else inconclusive; it is not testable here when its
+method is not built, when it is a GPU claim and no timing ran on CUDA, or when no cell was run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from .layout import NER, NER_PARTIAL, POS, SEG, TRAIN_ITERATIONS
+
+#: Half-width, in percentage points, of the band around 0 that counts as "no difference".
+MARGIN = 1.0
+#: Bootstrap resamples per cell, the interval's coverage, and the fixed seed of every cell's draws.
+RESAMPLES = 1000
+LEVEL = 0.95
+BOOTSTRAP_SEED = 0
+
+REPRODUCED = "reproduced"
+NOT_REPRODUCED = "not reproduced"
+INCONCLUSIVE = "inconclusive"
+MIXED = "mixed"
+NOT_TESTABLE = "not testable here"
+
+VERDICT_RULE = """\
+MARGIN is 1 percentage point; [lo, hi] is the 95% bootstrap interval of our A − B in
+one cell. An equivalence claim ("matches", "close to", "few iterations suffice": the paper's
+difference is about 0) is reproduced when −MARGIN ≤ lo and hi ≤ +MARGIN, not reproduced when the
+interval lies wholly beyond the margin (lo > +MARGIN or hi < −MARGIN), else inconclusive. A
+directional claim ("beats", "loses accuracy", "breaks constraints": A − B > 0, or < 0) is reproduced
+when the interval excludes 0 on the claimed side, not reproduced when its claimed-side end stays
+within the margin (an effect of MARGIN or more in the claimed direction is ruled out: this covers an
+interval on the wrong side of 0, and no difference at all), else inconclusive. A GPU speed claim
+measured on CUDA timings is reproduced in a cell when the speed-up is above 1, else not reproduced.
+A claim is reproduced when every cell is, not reproduced when some cell is not and none is, mixed
+when some cells are reproduced and some are not, else inconclusive; it is not testable here when its
+method is not built, when it is a GPU claim and no timing ran on CUDA, or when no cell was run."""
+
+#: The claims list beside the paper's tables (``../shared/data/paper/claims.csv``) and its columns.
+CLAIMS_FILE = "claims.csv"
+CLAIMS_COLUMNS = ("id", "paper", "claim", "comparison", "paper_evidence", "paper_difference", "kind")
+
+#: Papers whose methods this suite implements; claims of the others are not testable here.
+BUILT_PAPERS = ("bcrf",)
+#: How a paper's method is named in a "not built" reason (others: the paper column as it is).
+PAPER_LABELS = {"sparsemap": "SparseMAP", "bethe": "Bethe", "newton": "Newton"}
+
+Expect = Literal["equal", "higher", "lower"]  # A − B about 0, > 0, < 0
+Measure = Literal["score", "violations"]  # score: the task's table metric (accuracy or F1)
+
+#: The table metric of each task.
+SCORE_METRIC = {"pos": "accuracy", "seg": "f1", "ner": "f1"}
+#: Each metric as a ratio of sums over sentences: (numerator, denominator) per sentence.
+RATIO_TERMS: dict[str, Callable[[pd.DataFrame], tuple[pd.Series, pd.Series]]] = {
+    "accuracy": lambda runs: (runs["correct"], runs["tokens"]),
+    "f1": lambda runs: (2 * runs["matched_spans"], runs["gold_spans"] + runs["predicted_spans"]),
+    "violations": lambda runs: (runs["invalid"], pd.Series(1, index=runs.index)),
+}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Run A minus run B, each "training loss/decoder", on ``measure``, expected ``expect``."""
+
+    a: str
+    b: str
+    expect: Expect
+    measure: Measure = "score"
+
+
+@dataclass(frozen=True)
+class AccuracyClaim:
+    """Paired comparisons of test-set metrics on each (dataset, encoder) cell of ``datasets``."""
+
+    datasets: tuple[str, ...]
+    comparisons: tuple[Comparison, ...]
+
+
+@dataclass(frozen=True)
+class SpeedClaim:
+    """Speed-up = median seconds of ``baseline`` / median seconds of ``compared`` (at ``iterations``
+    when set), for each (baseline, compared) name pair of timing rows of ``kind``."""
+
+    kind: Literal["train", "decode"]
+    pairs: tuple[tuple[str, str], ...]
+    iterations: int | None = None
+
+
+SUPERVISED = POS + SEG + NER
+#: What each claim of claims.csv (``/work/shared/data/paper/claims.csv``, column ``comparison``)
+#: compares. A claim that names no dataset covers every supervised dataset; the partial-label data
+#: has its own losses (bcrf-8). bcrf-11 names no training loss: both models that BCRF decodes in
+#: Tables 1a-1c. bcrf-9's "bcrf-10" is the bcrf loss at TRAIN_ITERATIONS, as in Table 2.
+CLAIMS: dict[str, AccuracyClaim | SpeedClaim] = {
+    "bcrf-1": AccuracyClaim(SUPERVISED, (Comparison("bcrf/viterbi", "crf/viterbi", "equal"),)),
+    "bcrf-2": AccuracyClaim(SUPERVISED, (Comparison("crf/bcrf-10", "crf/viterbi", "equal"),)),
+    "bcrf-3": AccuracyClaim(SUPERVISED, (Comparison("crf/bcrf-10", "crf/mf-10", "higher"),)),
+    "bcrf-4": AccuracyClaim(
+        SEG,
+        (
+            Comparison("crf/mf-10", "crf/viterbi", "lower"),
+            Comparison("crf/mf-10", "crf/viterbi", "higher", "violations"),
+        ),
+    ),
+    "bcrf-5": AccuracyClaim(SUPERVISED, (Comparison("meanfield/viterbi", "meanfield/mf-10", "lower"),)),
+    "bcrf-6": AccuracyClaim(SUPERVISED, (Comparison("unstructured/argmax", "crf/viterbi", "lower"),)),
+    "bcrf-7": AccuracyClaim(
+        NER,
+        (
+            Comparison("bcrf/viterbi", "crf/viterbi", "equal"),
+            Comparison("bcrf/bcrf-10", "crf/bcrf-10", "equal"),
+        ),
+    ),
+    "bcrf-8": AccuracyClaim(
+        NER_PARTIAL, (Comparison("bcrf-partial/viterbi", "crf-partial/viterbi", "equal"),)
+    ),
+    "bcrf-9": SpeedClaim("train", (("crf", "bcrf"), ("crf-partial", "bcrf-partial")), TRAIN_ITERATIONS),
+    "bcrf-10": SpeedClaim("decode", (("viterbi", "bcrf-10"),)),
+    "bcrf-11": AccuracyClaim(
+        SUPERVISED,
+        (
+            Comparison("crf/bcrf-5", "crf/bcrf-10", "equal"),
+            Comparison("bcrf/bcrf-5", "bcrf/bcrf-10", "equal"),
+        ),
+    ),
+}
+
+#: Columns of the per-cell table and of the per-claim summary, in order.
+CELL_COLUMNS = (
+    "claim",
+    "dataset",
+    "encoder",
+    "a",
+    "b",
+    "metric",
+    "expect",
+    "n_seeds",
+    "n_sentences",
+    "difference",
+    "ci_low",
+    "ci_high",
+    "verdict",
+)
+SUMMARY_COLUMNS = ("claim", "paper", "text", "paper_difference", "our_range", "n_cells", "verdict", "reason")
+
+
+def verdict(expect: Expect, low: float, high: float, margin: float = MARGIN) -> str:
+    """One cell's verdict from the interval [low, high] of A − B (see :data:`VERDICT_RULE`)."""
+    if expect == "equal":
+        if -margin <= low and high <= margin:
+            return REPRODUCED
+        return NOT_REPRODUCED if low > margin or high < -margin else INCONCLUSIVE
+    sign = 1.0 if expect == "higher" else -1.0
+    low, high = sorted((sign * low, sign * high))  # oriented: positive is the claimed direction
+    if low > 0:
+        return REPRODUCED
+    return NOT_REPRODUCED if high <= margin else INCONCLUSIVE
+
+
+def overall_verdict(verdicts: Iterable[str]) -> str:
+    """A claim's verdict from its cells' (see :data:`VERDICT_RULE`); at least one cell."""
+    found = set(verdicts)
+    if not found:
+        raise ValueError("overall_verdict: no cells")
+    if found == {REPRODUCED}:
+        return REPRODUCED
+    if NOT_REPRODUCED in found:
+        return MIXED if REPRODUCED in found else NOT_REPRODUCED
+    return INCONCLUSIVE
+
+
+def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    """numerator / denominator, 0 where the denominator is 0 (as F1 without any span)."""
+    return np.divide(numerator, denominator, out=np.zeros(np.shape(numerator)), where=denominator != 0)
+
+
+def paired_difference(
+    num_a: np.ndarray,
+    den_a: np.ndarray,
+    num_b: np.ndarray,
+    den_b: np.ndarray,
+    *,
+    resamples: int = RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> tuple[float, float, float]:
+    """Mean over seeds of metric A − metric B in points, and its percentile bootstrap interval.
+
+    Each array is (seeds, sentences): a sentence's numerator and denominator of the ratio metric for
+    one seed, column j the same test sentence everywhere. A resample draws seeds and sentences with
+    replacement, the same sentences for both sides and every seed, so that what two runs share
+    (a sentence's difficulty, a seed's data order) cancels; draws are counts per index, so that all
+    resamples are one matrix product.
+    """
+    n_seeds, n_sentences = num_a.shape
+    rng = np.random.default_rng(seed)
+    sentence_draws = rng.integers(0, n_sentences, size=(resamples, n_sentences))
+    seed_draws = rng.integers(0, n_seeds, size=(resamples, n_seeds))
+    sentence_counts = _counts(sentence_draws, n_sentences)  # (resamples, sentences)
+    seed_counts = _counts(seed_draws, n_seeds)  # (resamples, seeds)
+
+    terms = np.concatenate([num_a, den_a, num_b, den_b]).T  # (sentences, 4 × seeds): one product
+
+    def per_seed(weights: np.ndarray) -> np.ndarray:  # metric A − metric B, (rows of weights, seeds)
+        sum_num_a, sum_den_a, sum_num_b, sum_den_b = np.split(weights @ terms, 4, axis=1)
+        return _ratio(sum_num_a, sum_den_a) - _ratio(sum_num_b, sum_den_b)
+
+    estimate = 100 * per_seed(np.ones((1, n_sentences))).mean()
+    resampled = 100 * (seed_counts * per_seed(sentence_counts)).sum(axis=1) / n_seeds
+    tail = 100 * (1 - LEVEL) / 2
+    low, high = np.percentile(resampled, [tail, 100 - tail])
+    return float(estimate), float(low), float(high)
+
+
+def _counts(draws: np.ndarray, size: int) -> np.ndarray:
+    """How often each of ``size`` indices occurs in each row of ``draws``, as floats."""
+    rows = draws.shape[0]
+    offsets = draws + size * np.arange(rows)[:, None]
+    return np.bincount(offsets.ravel(), minlength=rows * size).reshape(rows, size).astype(float)
+
+
+def _paired_arrays(a: pd.DataFrame, b: pd.DataFrame) -> tuple[np.ndarray, np.ndarray] | None:
+    """Numerators and denominators (2 sides, seeds, sentences) of the seeds both sides ran and the
+    sentences every run scored; None when nothing is shared. ``a``/``b``: seed, sentence, num, den."""
+    both = pd.concat([a.assign(side=0), b.assign(side=1)], ignore_index=True)
+    repeated = both.duplicated(["side", "seed", "sentence"])
+    if repeated.any():
+        raise ValueError(
+            f"sentences: a (run, seed, sentence) occurs twice: {both[repeated].iloc[0].to_dict()}"
+        )
+    seeds = sorted(set(a["seed"]) & set(b["seed"]))
+    if not seeds:
+        return None
+    shared = both[both["seed"].isin(seeds)]
+    num, den = (
+        shared.pivot(index=["side", "seed"], columns="sentence", values=name) for name in ("num", "den")
+    )
+    complete = (num.notna() & den.notna()).all()
+    if not complete.any():
+        return None
+    shape = (2, len(seeds), -1)
+    return num.loc[:, complete].to_numpy(float).reshape(shape), den.loc[:, complete].to_numpy(float).reshape(
+        shape
+    )
+
+
+def _measured(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """seed, sentence and the metric's per-sentence numerator and denominator of ``runs``."""
+    num, den = RATIO_TERMS[metric](runs)
+    return pd.DataFrame({"seed": runs["seed"], "sentence": runs["sentence"], "num": num, "den": den})
+
+
+def _metric(comparison: Comparison, dataset: str, tasks: Mapping[str, str]) -> str:
+    """The metric a comparison reads on ``dataset``: violations, or the task's table metric."""
+    if comparison.measure == "violations":
+        return "violations"
+    if dataset not in tasks:
+        raise ValueError(f"claim ledger: no task given for dataset {dataset!r}")
+    return SCORE_METRIC[tasks[dataset]]
+
+
+def _cell(
+    runs: Mapping[tuple[str, ...], pd.DataFrame],
+    dataset: str,
+    encoder: str,
+    comparison: Comparison,
+    metric: str,
+    margin: float,
+    resamples: int,
+    seed: int,
+) -> dict[str, object] | None:
+    """The cell's row but its claim; None when a side was not run or the sides share nothing."""
+    sides = [runs.get((dataset, encoder, *run.split("/"))) for run in (comparison.a, comparison.b)]
+    if sides[0] is None or sides[1] is None:
+        return None
+    arrays = _paired_arrays(_measured(sides[0], metric), _measured(sides[1], metric))
+    if arrays is None:
+        return None
+    num, den = arrays
+    difference, low, high = paired_difference(num[0], den[0], num[1], den[1], resamples=resamples, seed=seed)
+    return {
+        "dataset": dataset,
+        "encoder": encoder,
+        "a": comparison.a,
+        "b": comparison.b,
+        "metric": metric,
+        "expect": comparison.expect,
+        "n_seeds": num.shape[1],
+        "n_sentences": num.shape[2],
+        "difference": difference,
+        "ci_low": low,
+        "ci_high": high,
+        "verdict": verdict(comparison.expect, low, high, margin),
+    }
+
+
+def accuracy_cells(
+    sentences: pd.DataFrame,
+    tasks: Mapping[str, str],
+    *,
+    margin: float = MARGIN,
+    resamples: int = RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> pd.DataFrame:
+    """One row per (accuracy claim, comparison, dataset, encoder) whose two sides ran on the test
+    split: our paired difference in points, its interval and verdict (:data:`CELL_COLUMNS`), in
+    :data:`CLAIMS` order, then the claim's dataset order, then encoder name.
+
+    ``sentences``: the per-sentence counts (dataset, encoder_name, loss, seed, split, decoder,
+    sentence, tokens, correct, gold_spans, predicted_spans, matched_spans, invalid); ``tasks``: the
+    task ("pos", "seg" or "ner") of each dataset, read for every dataset a claim covers that ran.
+    """
+    test = sentences[sentences["split"] == "test"]
+    runs = dict(tuple(test.groupby(["dataset", "encoder_name", "loss", "decoder"])))
+    encoders = test.groupby("dataset")["encoder_name"].unique()
+    rows = []
+    for claim, spec in CLAIMS.items():
+        if not isinstance(spec, AccuracyClaim):
+            continue
+        for comparison in spec.comparisons:
+            for dataset in spec.datasets:
+                for encoder in sorted(encoders.get(dataset, ())):
+                    metric = _metric(comparison, dataset, tasks)
+                    row = _cell(runs, dataset, encoder, comparison, metric, margin, resamples, seed)
+                    if row is not None:
+                        rows.append({"claim": claim, **row})
+    return pd.DataFrame(rows, columns=list(CELL_COLUMNS))
+
+
+def speedups(timing: pd.DataFrame, spec: SpeedClaim) -> pd.DataFrame:
+    """dataset, encoder and speed-up (baseline / compared median seconds, over rounds and the cell's
+    timing runs) for each (dataset, encoder) that timed both names of one of ``spec.pairs``."""
+    rows = timing[timing["kind"] == spec.kind]
+    parts = []
+    for baseline, compared in spec.pairs:
+        base, other = rows[rows["name"] == baseline], rows[rows["name"] == compared]
+        if spec.iterations is not None:
+            other = other[other["iterations"] == spec.iterations]
+        medians = [part.groupby(["dataset", "encoder_name"])["seconds"].median() for part in (base, other)]
+        parts.append((medians[0] / medians[1]).dropna())
+    ratios = pd.concat(parts).rename("speedup").rename_axis(["dataset", "encoder"]).reset_index()
+    return ratios.sort_values(["dataset", "encoder"], ignore_index=True)
+
+
+def _range(values: pd.Series, style: str) -> str:
+    """The range "low to high" of ``values``, each end formatted with ``style``; one value when both
+    ends read the same."""
+    low, high = style.format(values.min()), style.format(values.max())
+    return low if low == high else f"{low} to {high}"
+
+
+def _cells_range(cells: pd.DataFrame) -> str:
+    """Our differences' range per metric, named when the claim reads several metrics."""
+    ranges = {
+        metric: _range(group["difference"].round(1) + 0.0, "{:+.1f}")  # no "-0.0"
+        for metric, group in cells.groupby("metric", sort=False)
+    }
+    if len(ranges) == 1:
+        return next(iter(ranges.values()))
+    return "; ".join(f"{metric} {text}" for metric, text in ranges.items())
+
+
+def _status(our_range: str, n_cells: int, found: str, reason: str = "") -> dict[str, object]:
+    return {"our_range": our_range, "n_cells": n_cells, "verdict": found, "reason": reason}
+
+
+def _speed_status(spec: SpeedClaim, gpu: bool, timing: pd.DataFrame) -> dict[str, object]:
+    """A speed claim's range of speed-ups and verdict; a GPU claim without CUDA timings is not
+    testable, with our CPU speed-ups given as information."""
+    cuda = timing[timing["device"].astype(str).str.startswith("cuda")]
+    if gpu and cuda.empty and not timing.empty:
+        cpu = speedups(timing, spec)["speedup"]
+        our_range = f"CPU {_range(cpu, 'x{:.2f}')}" if len(cpu) else ""
+        return _status(our_range, len(cpu), NOT_TESTABLE, "GPU claim, CPU run")
+    ratios = speedups(cuda if gpu else timing, spec)["speedup"]
+    if ratios.empty:
+        return _status("", 0, NOT_TESTABLE, "no timing runs in this profile")
+    verdicts = [REPRODUCED if ratio > 1 else NOT_REPRODUCED for ratio in ratios]
+    return _status(_range(ratios, "x{:.2f}"), len(ratios), overall_verdict(verdicts))
+
+
+def _claim_status(
+    claim: Mapping[str, object], cells: pd.DataFrame, timing: pd.DataFrame
+) -> dict[str, object]:
+    """our_range, n_cells (the cells behind our_range), verdict and reason of one claims.csv row."""
+    paper, claim_id = str(claim["paper"]), str(claim["id"])
+    if paper not in BUILT_PAPERS:
+        return _status("", 0, NOT_TESTABLE, f"method not built yet ({PAPER_LABELS.get(paper, paper)})")
+    spec = CLAIMS.get(claim_id)
+    if spec is None:
+        return _status("", 0, NOT_TESTABLE, "comparison not encoded in crfbench.report.ledger.CLAIMS")
+    if isinstance(spec, SpeedClaim):
+        return _speed_status(spec, claim["kind"] == "speed-gpu", timing)
+    own = cells[cells["claim"] == claim_id]
+    if own.empty:
+        return _status("", 0, NOT_TESTABLE, f"no runs of {', '.join(spec.datasets)} in this profile")
+    return _status(_cells_range(own), len(own), overall_verdict(own["verdict"]))
+
+
+def claim_ledger(
+    claims: pd.DataFrame,
+    sentences: pd.DataFrame,
+    timing: pd.DataFrame,
+    tasks: Mapping[str, str],
+    *,
+    margin: float = MARGIN,
+    resamples: int = RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The per-claim summary (:data:`SUMMARY_COLUMNS`, one row per row of ``claims``, in its order)
+    and the per-cell rows behind it (:data:`CELL_COLUMNS`, claims in the same order).
+
+    ``claims``: claims.csv (id, paper, claim, comparison, paper_evidence, paper_difference, kind);
+    ``sentences``: see :func:`accuracy_cells`; ``timing``: results/timing.csv (dataset, encoder_name,
+    kind, name, iterations, round, seconds, device); ``tasks``: dataset -> "pos", "seg" or "ner".
+    """
+    order = {claim_id: position for position, claim_id in enumerate(claims["id"])}
+    cells = accuracy_cells(sentences, tasks, margin=margin, resamples=resamples, seed=seed)
+    cells = cells[cells["claim"].isin(order)]
+    cells = cells.sort_values("claim", key=lambda ids: ids.map(order), kind="stable", ignore_index=True)
+    rows = [
+        {
+            "claim": claim["id"],
+            "paper": claim["paper"],
+            "text": claim["claim"],
+            "paper_difference": claim["paper_difference"],
+            **_claim_status(claim, cells, timing),
+        }
+        for claim in claims.to_dict("records")
+    ]
+    return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS)), cells
+
+
+def ledger_csv(table: pd.DataFrame) -> str:
+    """``table`` (the summary or the cells of :func:`claim_ledger`) as CSV text, rows in the ledger's
+    order, floats with 3 decimals ("-0.000" written 0.000), empty for missing: the same input gives
+    the same bytes."""
+    floats = table.select_dtypes("float").columns
+    fixed = table.assign(**{name: table[name].round(3) + 0.0 for name in floats})
+    return fixed.to_csv(index=False, float_format="%.3f", lineterminator="\n")

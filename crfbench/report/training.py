@@ -1,0 +1,181 @@
+"""How the numbers were reached: every run's dev curve (did training converge?) and the decoding
+sweep over BCRF and mean-field iterations (how many iterations decoding needs, at which
+temperature, and what mean field's penalty does), as figures and tables from ``results/``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .figures import Drawn, save_png, subplots
+from .layout import DATASET_LABELS, TRAIN_LABELS
+
+#: Runs that stopped at their epoch cap while the dev curve still rose: the pages flag them.
+UNCONVERGED = "at its epoch cap and still improving"
+
+
+def convergence_table(curves: pd.DataFrame) -> pd.DataFrame:
+    """One row per (dataset, encoder, loss): seeds, epochs run, selected epoch (ranges over seeds),
+    how training stopped, and how many runs were still improving at their cap."""
+    runs = curves.groupby(["dataset", "encoder_name", "loss", "seed"], sort=False).agg(
+        epochs=("epoch", "max"),
+        best=("best_epoch", "first"),
+        cap=("epoch_cap", "first"),
+        stopped=("stopped_by", "first"),
+        rising=("still_improving", "first"),
+        dev=("dev_value", "max"),
+        metric=("dev_metric", "first"),
+    )
+    rows = []
+    for (dataset, encoder, loss), group in runs.groupby(level=[0, 1, 2], sort=False):
+        rows.append(
+            {
+                "dataset": DATASET_LABELS.get(dataset, dataset),
+                "encoder": encoder,
+                "loss": TRAIN_LABELS.get(loss, loss),
+                "seeds": len(group),
+                "epochs run": _span(group["epochs"]),
+                "selected epoch": _span(group["best"]),
+                "epoch cap": _span(group["cap"]),
+                "stopped by patience": f"{int((group['stopped'] == 'patience').sum())}/{len(group)}",
+                f"flagged: {UNCONVERGED}": int(_truthy(group["rising"]).sum()),
+                f"best dev {group['metric'].iloc[0]} (%)": f"{100 * group['dev'].mean():.1f}",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _span(values: pd.Series) -> str:
+    """A range of whole numbers as text: "5", or "3–7"."""
+    low, high = int(values.min()), int(values.max())
+    return f"{low}" if low == high else f"{low}–{high}"
+
+
+def _truthy(values: pd.Series) -> pd.Series:
+    """A boolean column read back from CSV (True/False or true/false text)."""
+    return values.astype(str).str.lower() == "true"
+
+
+def flagged_runs(curves: pd.DataFrame) -> set[tuple[str, str, str]]:
+    """(dataset, encoder, loss) with at least one run stopped at its cap while still improving."""
+    rising = curves[_truthy(curves["still_improving"])]
+    return set(rising[["dataset", "encoder_name", "loss"]].itertuples(index=False, name=None))
+
+
+def curve_figure(curves: pd.DataFrame, path: Path) -> list[Drawn]:
+    """One panel per (dataset, encoder): each loss's dev curve, every seed a thin line and the mean
+    over seeds a thick one, a dot at each run's selected epoch."""
+    if curves.empty:
+        return []
+    panels = list(curves.groupby(["dataset", "encoder_name"], sort=False))
+    columns = min(3, len(panels))
+    rows = -(-len(panels) // columns)
+    figure, axes = subplots(rows, columns, (4.2 * columns, 3.2 * rows))
+    colours = dict(zip(TRAIN_LABELS, (f"C{index}" for index in range(len(TRAIN_LABELS))), strict=True))
+    seeds = set()
+    for axis, ((dataset, encoder), panel) in zip(axes.flat, panels, strict=False):
+        for loss, runs in panel.groupby("loss", sort=False):
+            colour = colours.get(loss, "k")
+            for _, run in runs.groupby("seed"):
+                seeds.add(run["seed"].iloc[0])
+                axis.plot(run["epoch"], 100 * run["dev_value"], color=colour, lw=0.6, alpha=0.5)
+                best = run[run["epoch"] == run["best_epoch"]]
+                axis.plot(best["epoch"], 100 * best["dev_value"], "o", color=colour, ms=3)
+            mean = runs.groupby("epoch")["dev_value"].mean()
+            axis.plot(
+                mean.index, 100 * mean.to_numpy(), color=colour, lw=1.8, label=TRAIN_LABELS.get(loss, loss)
+            )
+        metric = panel["dev_metric"].iloc[0]
+        axis.set_title(f"{DATASET_LABELS.get(dataset, dataset)} {encoder}")
+        axis.set_xlabel("epoch")
+        axis.set_ylabel(f"dev {metric} (%)")
+        low = np.nanpercentile(100 * panel["dev_value"], 5)
+        axis.set_ylim(bottom=max(0.0, low - 2))
+        axis.legend(fontsize=7, loc="lower right")
+    for axis in axes.flat[len(panels) :]:
+        axis.set_visible(False)
+    caption = (
+        "Dev-set curves of every training run (dev metric with the loss's own decoder after each epoch): "
+        "thin lines one seed each, thick lines the mean over seeds, dots the epoch each run selected; "
+        f"n = {len(seeds)} seed(s). Training stops once the curve is flat (patience) or at the epoch cap."
+    )
+    return [save_png(figure, path, caption)]
+
+
+def sweep_table(sweep: pd.DataFrame) -> pd.DataFrame:
+    """The sweep as one row per (dataset, method, temperature or penalty, iterations), its metrics
+    as columns (percentages for scores and invalid outputs)."""
+    if sweep.empty:
+        return pd.DataFrame()
+    frame = sweep.assign(
+        setting=np.where(
+            sweep["method"] == "bcrf",
+            "BCRF τ=" + sweep["temperature"].map("{:g}".format),
+            "MF penalty=" + sweep["penalty"].map("{:g}".format),
+        )
+    )
+    table = frame.pivot_table(
+        index=["dataset", "encoder_name", "setting", "iterations"],
+        columns="metric",
+        values="value",
+        sort=False,
+    ).reset_index()
+    for name in ("accuracy", "f1", "violations"):
+        if name in table:
+            table[name] = (100 * table[name]).round(1)
+    for name in ("constraint_error", "last_change"):
+        if name in table:
+            table[name] = table[name].round(3)
+    table["dataset"] = table["dataset"].map(lambda name: DATASET_LABELS.get(name, name))
+    table["iterations"] = table["iterations"].astype(int)
+    keep = ["dataset", "encoder_name", "setting", "iterations"]
+    keep += [
+        name for name in ("accuracy", "f1", "violations", "constraint_error", "last_change") if name in table
+    ]
+    return table[keep].rename(columns={"encoder_name": "encoder", "violations": "invalid outputs (%)"})
+
+
+def sweep_figure(sweep: pd.DataFrame, path: Path) -> list[Drawn]:
+    """Per dataset (columns): the task's score, the share of invalid outputs, and IBP's constraint
+    error (rows) against the iteration count, a line per BCRF temperature and mean-field penalty."""
+    if sweep.empty:
+        return []
+    panels = list(sweep.groupby(["dataset", "encoder_name"], sort=False))
+    figure, axes = subplots(3, len(panels), (3.6 * len(panels), 8.4))
+    for column, ((dataset, encoder), panel) in enumerate(panels):
+        score = "accuracy" if "f1" not in set(panel["metric"]) else "f1"
+        for (method, temperature, penalty), runs in panel.groupby(
+            ["method", "temperature", "penalty"], dropna=False, sort=False
+        ):
+            label = f"BCRF τ={temperature:g}" if method == "bcrf" else f"MF penalty={penalty:g}"
+            style = {
+                "ls": "-" if method == "bcrf" else "--",
+                "marker": "o" if method == "bcrf" else "s",
+                "ms": 3,
+            }
+            for row, metric in enumerate((score, "violations", "constraint_error")):
+                points = runs[runs["metric"] == metric].sort_values("iterations")
+                if points.empty:
+                    continue
+                scale = 1 if metric == "constraint_error" else 100
+                axes[row, column].plot(points["iterations"], scale * points["value"], label=label, **style)
+        axes[0, column].set_title(f"{DATASET_LABELS.get(dataset, dataset)} {encoder} (CRF-trained)")
+        axes[0, column].set_ylabel(f"test {score} (%)")
+        axes[1, column].set_ylabel("invalid outputs (%)")
+        axes[2, column].set_ylabel("IBP constraint error")
+        for axis in axes[:, column]:
+            axis.set_xscale("log")
+            axis.set_xticks([1, 2, 5, 10, 20, 50], ["1", "2", "5", "10", "20", "50"])
+            axis.set_xlabel("iterations")
+        axes[0, column].legend(fontsize=7)
+    sentences = int(sweep["sentences"].max())
+    caption = (
+        "Decoding the first-seed CRF-trained model's test set (first "
+        f"{sentences} sentences) with BCRF (IBP at temperature τ; the paper decodes at τ = 0.1) and "
+        "mean field (forbidden transitions at the penalty; 0 is the default) after 1–50 iterations: "
+        "score, share of invalid outputs, and IBP's largest constraint error (mean over sentences). "
+        "One model and seed: n = 1, no error bars."
+    )
+    return [save_png(figure, path, caption)]

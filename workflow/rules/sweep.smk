@@ -1,0 +1,36 @@
+# Decode the test set of each dataset's first-seed CRF-trained model with BCRF and mean field over
+# their iteration counts, temperatures and penalties (crfbench.sweep); one table in results/.
+
+
+rule sweep:
+    input:
+        f"{RUN_DIR}/train.json",
+    output:
+        f"{RUN_DIR}/sweep.csv",
+    params:
+        cli=CRFBENCH,
+        run_dir=lambda w, output: os.path.dirname(output[0]),
+        data_dir=data_dir(),
+    log:
+        f"{RESULTS}/logs/sweep/{{dataset}}/{{encoder}}/{{loss}}/{{seed}}.log",
+    threads: config["threads"]
+    resources:
+        gpu=config["gpus_per_job"],
+    shell:
+        "CRFBENCH_DATA={params.data_dir:q} {params.cli} sweep --run-dir {params.run_dir} --no-progress > {log} 2>&1"
+
+
+rule aggregate_sweep:
+    input:
+        [
+            os.path.join(RUN_DIR.format(dataset=d, encoder=e, loss="crf", seed=config["seeds"][0]), "sweep.csv")
+            for d, e in swept()
+        ],
+    output:
+        f"{RESULTS}/sweep.csv",
+    params:
+        cli=CRFBENCH,
+    log:
+        f"{RESULTS}/logs/aggregate_sweep.log",
+    shell:
+        "{params.cli} aggregate {input} --out {output} > {log} 2>&1"
