@@ -158,7 +158,7 @@ def train(
         "history": [],
         "best_epoch": None,
         "best_dev": -math.inf,
-        "improved_epoch": None,  # the last epoch whose dev score beat the one before's by > min_delta
+        "improved_epoch": None,  # the last step up: a dev score > min_delta above the previous step up
         "improved_dev": -math.inf,
         "stopped_early": False,
     }

@@ -15,6 +15,8 @@ MARKS = {"uncertain": "†", "rejoined": "‡"}
 NOT_IN_PAPER = "*"
 PAPER_DECIMALS = 1  # the paper prints one decimal everywhere
 MISSING = "—"
+#: Marks a value whose runs include one stopped at its epoch cap while its dev curve still rose.
+UNCONVERGED_MARK = "⚑"
 LEGEND = {
     "uncertain": "† the paper's value is uncertain: a row label or leading digit was inferred from the "
     "extraction (seeds digest §1.9).",
@@ -22,6 +24,8 @@ LEGEND = {
     "lost": "lost: the paper's cell did not survive the text extraction; it is left empty, never filled.",
     "not-in-paper": f"Rows marked {NOT_IN_PAPER} are not in the paper: ours only.",
     "missing": f"{MISSING}: no result of ours.",
+    "unconverged": f"{UNCONVERGED_MARK}: a run behind the value stopped at its epoch cap while its dev curve "
+    "still rose (section Training convergence).",
 }
 CSV_COLUMNS = (
     "table",
@@ -41,10 +45,6 @@ CSV_COLUMNS = (
     "paper_status",
     "difference",
 )
-
-
-#: Marks a value whose runs include one stopped at its epoch cap while its dev curve still rose.
-UNCONVERGED_MARK = "⚑"
 
 
 def _ours(stat: Stat | None, decimals: int) -> str | None:
@@ -90,6 +90,8 @@ def legend(table: Table) -> list[str]:
         used.append("not-in-paper")
     if any(cell.applicable and cell.ours is None for cell in table.cells.values()):
         used.append("missing")
+    if any(cell.ours is not None and cell.ours.flagged for cell in table.cells.values()):
+        used.append("unconverged")
     return [LEGEND[key] for key in used]
 
 

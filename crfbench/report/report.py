@@ -36,10 +36,10 @@ from .layout import TABLES, TASKS
 from .ledger import CLAIMS_COLUMNS, CLAIMS_FILE, claim_ledger, ledger_csv
 from .page import LEDGER_FILES, NO_AGREEMENT, Report, index_html, readme, table_file
 from .paper import load_paper
-from .render import UNCONVERGED_MARK, csv_text, latex, markdown
+from .render import csv_text, latex, markdown
 from .scaling import SCALING_FILE, read_scaling, scaling_figures, summary_tables
 from .tables import build_table, missing
-from .training import UNCONVERGED, convergence_table, curve_figure, flagged_runs, sweep_figure, sweep_table
+from .training import convergence_table, curve_figure, flagged_runs, sweep_figure, sweep_table
 
 #: Keys of the ``notes`` argument: a table id, or "all" for notes on every table.
 NOTE_KEYS = ("all", *(spec.id for spec in TABLES))
@@ -104,9 +104,6 @@ def render_report(
     flagged = flagged_runs(curves)
     keys = zip(stats["score"]["dataset"], stats["score"]["encoder"], stats["score"]["train"], strict=True)
     stats["score"] = stats["score"].assign(flagged=[key in flagged for key in keys])
-    if flagged:
-        mark = f"{UNCONVERGED_MARK}: a run behind the value stopped {UNCONVERGED} (Training convergence)."
-        notes = notes | {spec.id: (*notes.get(spec.id, ()), mark) for spec in TABLES if spec.kind == "score"}
     ledger = claim_ledger(claims, sentences, timing, TASKS)
     tables = [build_table(spec, stats[spec.kind], paper) for spec in TABLES]
     shown = [table for table in tables if table.has_columns]

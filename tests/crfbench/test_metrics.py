@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from seqeval.metrics import f1_score, precision_score, recall_score
@@ -11,6 +12,7 @@ from seqeval.scheme import IOBES
 
 from crfbench.data.types import TagSet
 from crfbench.metrics import score, sentence_counts, span_scores, token_accuracy, violation_rate
+from implementations.torch_backend import crf, unstructured
 
 LABELS = ("NOUN", "VERB")
 
@@ -125,3 +127,25 @@ def test_sentence_counts_sum_to_seqeval_on_ner_even_for_invalid_sequences() -> N
         assert value == pytest.approx(corpus[name]), name
     with pytest.raises(ValueError, match="3 gold sequences but 1 predictions"):
         sentence_counts("ner", tagset, gold, predicted[:1])
+
+
+def test_argmax_can_outscore_viterbi_only_through_invalid_sequences() -> None:
+    """Anomaly (a) of issue 12, its mechanism on a tiny BIO task: a model that has learned entity
+    tokens as I-PER but not yet B-PER at entity starts (the under-trained BCRF NER model put 658
+    test tokens on I-PER and none on B-PER) scores well by argmax only because seqeval's default
+    mode reads an invalid "O I-PER" as an entity; Viterbi must respect O -> I-PER being forbidden,
+    and with weak transition scores favouring O it gives up the entity altogether."""
+    tagset = _bio_tagset()
+    gold = [["O", "B-PER", "I-PER", "O"]] * 8
+    emissions = torch.tensor([[[2.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 1.0], [2.0, 0.0, 0.0]]] * 8)
+    transition_mask, start_mask, end_mask = (
+        torch.as_tensor(m, dtype=torch.float32) for m in tagset.score_masks()
+    )
+    learned = torch.tensor([[0.5, -0.3, 0.0], [0.0, 0.0, -0.3], [0.3, 0.0, -0.3]])  # weak, favouring O
+    chain = {"lengths": torch.full((8,), 4), "start": start_mask, "end": end_mask}
+    argmax = unstructured.decode(emissions, transition_mask, repair=False, **chain).tolist()
+    viterbi = crf.decode(emissions, transition_mask + learned, **chain).tolist()
+    assert argmax[0] == [0, 2, 2, 0] and viterbi[0] == [0, 0, 0, 0]
+    by_argmax, by_viterbi = score("ner", tagset, gold, argmax), score("ner", tagset, gold, viterbi)
+    assert by_argmax["f1"] == 1.0 and by_argmax["violations"] == 1.0
+    assert by_viterbi["f1"] == 0.0 and by_viterbi["violations"] == 0.0

@@ -14,6 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 import yaml
@@ -76,8 +77,9 @@ def canonical(value: object) -> object:
 
 def comparable_results(workdir: Path) -> dict[str, object]:
     """Every result file, less what measures wall-clock time (timing tables, the per-epoch
-    ``seconds`` that ``train.json`` and ``checkpoint.pt`` record) and the logs; reports/ is drawn
-    from these and the timings. Files compare byte for byte, checkpoints by their content."""
+    ``seconds`` that ``train.json``, ``checkpoint.pt`` and ``curves.csv`` record) and the logs;
+    reports/ is drawn from these and the timings. Files compare byte for byte, checkpoints by
+    their content."""
     results: dict[str, object] = {}
     for path in sorted((workdir / RESULTS).rglob("*")):
         relative = path.relative_to(workdir / RESULTS)
@@ -86,6 +88,8 @@ def comparable_results(workdir: Path) -> dict[str, object]:
         if path.name == "train.json":
             summary = json.loads(path.read_bytes())
             results[str(relative)] = summary | {"history": without_seconds(summary["history"])}
+        elif path.name == "curves.csv":
+            results[str(relative)] = pd.read_csv(path).drop(columns="seconds").to_csv(index=False)
         elif path.name == "checkpoint.pt":
             saved = torch.load(path, weights_only=False)
             state = saved["state"] | {"history": without_seconds(saved["state"]["history"])}

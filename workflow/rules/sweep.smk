@@ -11,13 +11,15 @@ rule sweep:
         cli=CRFBENCH,
         run_dir=lambda w, output: os.path.dirname(output[0]),
         data_dir=data_dir(),
+        limit=f"--max-sentences {config['sweep_sentences']}" if "sweep_sentences" in config else "",
     log:
         f"{RESULTS}/logs/sweep/{{dataset}}/{{encoder}}/{{loss}}/{{seed}}.log",
     threads: config["threads"]
     resources:
         gpu=config["gpus_per_job"],
     shell:
-        "CRFBENCH_DATA={params.data_dir:q} {params.cli} sweep --run-dir {params.run_dir} --no-progress > {log} 2>&1"
+        "CRFBENCH_DATA={params.data_dir:q} {params.cli} sweep --run-dir {params.run_dir} {params.limit} "
+        "--no-progress > {log} 2>&1"
 
 
 rule aggregate_sweep:

@@ -1,0 +1,57 @@
+"""The decoding sweep: every setting scored, and its points equal to the table decoders they share."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from crfbench.evaluate import evaluate
+from crfbench.schema import SWEEP_COLUMNS
+from crfbench.sweep import ITERATIONS, settings, sweep
+from crfbench.train import train
+
+from .test_engine import SYNTHETIC, make_config
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pd.DataFrame]:
+    run_dir = tmp_path_factory.mktemp("run")
+    train(make_config("crf", epochs=2), run_dir, progress=False)
+    return run_dir, sweep(run_dir, progress=False)
+
+
+def test_every_setting_has_every_metric(swept) -> None:
+    run_dir, table = swept
+    assert list(table.columns) == list(SWEEP_COLUMNS)
+    assert set(table.sentences) == {SYNTHETIC["test"]}
+    options = ["method", "iterations", "temperature", "penalty"]
+    per_setting = table.groupby(options, dropna=False).metric.agg(set)
+    assert len(per_setting) == len(settings())
+    common = {"accuracy", "precision", "recall", "f1", "violations"}
+    for (method, *_), metrics in per_setting.items():
+        assert metrics == common | ({"constraint_error"} if method == "bcrf" else {"last_change"})
+    assert pd.read_csv(run_dir / "sweep.csv").shape == table.shape
+
+
+def test_the_sweep_agrees_with_the_table_decoders(swept) -> None:
+    """BCRF at 10 iterations and τ = 0.1, mean field at 5 and 10 with the default penalty: the same
+    scores as Table 1's decoders bcrf-10, mf-5 and mf-10 on the same sentences."""
+    run_dir, table = swept
+    decoders = {"bcrf-10": ("bcrf", 10, 0.1, None), "mf-5": ("meanfield", 5, None, 0.0)}
+    decoders |= {"mf-10": ("meanfield", 10, None, 0.0)}
+    scored = evaluate(run_dir, decoders=list(decoders), splits=["test"], progress=False)
+    for decoder, (method, iterations, temperature, penalty) in decoders.items():
+        rows = table[(table.method == method) & (table.iterations == iterations)]
+        rows = rows[rows.temperature == temperature] if method == "bcrf" else rows[rows.penalty == penalty]
+        for metric in ("f1", "accuracy", "violations"):
+            want = scored.query("decoder == @decoder and metric == @metric").value.item()
+            assert rows[rows.metric == metric].value.item() == pytest.approx(want), (decoder, metric)
+
+
+def test_ibp_gets_closer_to_the_polytope_with_iterations(swept) -> None:
+    _, table = swept
+    rows = table[(table.metric == "constraint_error") & (table.temperature == 0.1)]
+    error = rows.set_index("iterations").value
+    assert error[ITERATIONS[-1]] < error[ITERATIONS[0]]
