@@ -16,20 +16,17 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from . import environment
-from .config import RunConfig, check_device_available
+from .config import RunConfig
 from .experiment import (
     EVALUATION_FILE,
-    MODEL_FILE,
     SENTENCES_FILE,
-    load_dataset,
     predict,
-    read_run_config,
 )
 from .io import write_atomic
 from .metrics import score, sentence_counts
 from .objectives import DECODERS, describe
 from .schema import RUN_KEY, SENTENCE_COLUMNS
-from .train import load_model
+from .train import load_trained_run
 
 SPLITS = ("dev", "test")
 
@@ -70,15 +67,7 @@ def evaluate(
         not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1
     ):
         raise ValueError(f"batch_size: must be a positive integer, got {batch_size!r}")
-    if not (run_dir / MODEL_FILE).exists():
-        raise FileNotFoundError(f"{run_dir / MODEL_FILE}: no trained model; run `crfbench train` first")
-    config = read_run_config(run_dir)
-    device = check_device_available(config.device)
-    environment.set_threads(config.threads)
-    dataset = load_dataset(config, data_dir)
-    scorer, saved = load_model(run_dir / MODEL_FILE, device)
-    if tuple(saved["tags"]) != dataset.tagset.tags:
-        raise ValueError(f"{run_dir / MODEL_FILE}: the model's tag set differs from {config.dataset}'s")
+    config, dataset, scorer, saved, device = load_trained_run(run_dir, data_dir)
     where = environment.describe(device)
     common = run_description(config, dataset.protocol) | {
         "epoch": saved["epoch"],

@@ -18,16 +18,13 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-import implementations
-
-from . import environment
 from .batching import length_sorted_batches, select
-from .config import check_device_available
-from .experiment import MODEL_FILE, SWEEP_FILE, load_dataset, read_run_config, score_batch
+from .experiment import SWEEP_FILE, score_batch
 from .io import write_csv
 from .metrics import score
+from .objectives import Inference
 from .schema import SWEEP_COLUMNS
-from .train import load_model
+from .train import load_trained_run
 
 ITERATIONS = (1, 2, 3, 5, 10, 20, 50)
 TEMPERATURES = (1.0, 0.5, 0.1)  # BCRF's τ; the paper decodes at 0.1
@@ -43,17 +40,8 @@ def settings() -> list[tuple[str, int, float | None, float | None]]:
 
 def _solve(chain, method: str, iterations: int, temperature: float | None, penalty: float | None):
     """``solve``'s marginals (B, N, T) and its per-sentence diagnostic (B,)."""
-    module = implementations.get(method, backend="torch")
     option = {"temperature": temperature} if method == "bcrf" else {"penalty": penalty}
-    result = module.solve(
-        chain.emissions,
-        chain.transitions,
-        chain.lengths,
-        start=chain.start,
-        end=chain.end,
-        iterations=iterations,
-        **option,
-    )
+    result = Inference(method, "solve", {"iterations": iterations, **option})(chain)
     return result.unary, result.violation if method == "bcrf" else result.change
 
 
@@ -68,13 +56,7 @@ def sweep(
     """Sweep the selected model of ``run_dir`` over :func:`settings` on its first ``max_sentences``
     test sentences; write and return the table."""
     run_dir = Path(run_dir)
-    if not (run_dir / MODEL_FILE).exists():
-        raise FileNotFoundError(f"{run_dir / MODEL_FILE}: no trained model; run `crfbench train` first")
-    config = read_run_config(run_dir)
-    device = check_device_available(config.device)
-    environment.set_threads(config.threads)
-    dataset = load_dataset(config, data_dir)
-    scorer, _ = load_model(run_dir / MODEL_FILE, device)
+    config, dataset, scorer, _, device = load_trained_run(run_dir, data_dir)
     scorer.eval()
     sentences = dataset.test[:max_sentences]
     grid = settings()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 import torch
@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 from . import environment
 from .batching import select, shuffled_batches, targets
 from .config import RunConfig, check_device_available
+from .data.types import Dataset
 from .experiment import (
     CHECKPOINT_FILE,
     MODEL_FILE,
@@ -88,6 +89,33 @@ def load_model(path: Path, device: torch.device) -> tuple[Scorer, dict[str, Any]
         reason = str(error).strip().splitlines()[0]
         raise CorruptFileError(f"{path}: the weights do not fit the recorded scorer ({reason})") from None
     return scorer.to(device), saved
+
+
+class TrainedRun(NamedTuple):
+    """A finished run's selected model with what decoding it needs."""
+
+    config: RunConfig
+    dataset: Dataset  # cut to the run's sizes
+    scorer: Scorer  # on ``device``
+    saved: dict[str, Any]  # model.pt's other fields (epoch, dev score, tags)
+    device: torch.device
+
+
+def load_trained_run(run_dir: Path, data_dir: str | Path | None = None) -> TrainedRun:
+    """The selected model of ``run_dir`` with its settings and data, on the run's device and thread
+    count (what ``evaluate`` and ``sweep`` decode); FileNotFoundError when nothing was trained
+    there, ValueError when the model's tag set is not the dataset's."""
+    run_dir = Path(run_dir)
+    if not (run_dir / MODEL_FILE).exists():
+        raise FileNotFoundError(f"{run_dir / MODEL_FILE}: no trained model; run `crfbench train` first")
+    config = read_run_config(run_dir)
+    device = check_device_available(config.device)
+    environment.set_threads(config.threads)
+    dataset = load_dataset(config, data_dir)
+    scorer, saved = load_model(run_dir / MODEL_FILE, device)
+    if tuple(saved["tags"]) != dataset.tagset.tags:
+        raise ValueError(f"{run_dir / MODEL_FILE}: the model's tag set differs from {config.dataset}'s")
+    return TrainedRun(config, dataset, scorer, saved, device)
 
 
 def dev_curve(run_dir: Path) -> pd.DataFrame:

@@ -7,20 +7,9 @@ same test sentences), averaged over seeds, each metric a corpus ratio of sums ov
 (accuracy Σcorrect/Σtokens, F1 2Σmatched/(Σgold+Σpredicted), violation rate mean of invalid). Its
 95% interval is a percentile bootstrap resampling seeds and test sentences with replacement, the same
 sentences for both sides and every seed, with a fixed random seed (byte-for-byte reproducible). The
-comparisons are data (:data:`CLAIMS`), the verdict a fixed rule (:data:`VERDICT_RULE`):
+comparisons are data (:data:`CLAIMS`), the verdict a fixed rule (:data:`VERDICT_RULE`, appended
+below).
 
-Verdict rule. MARGIN is 1 percentage point; [lo, hi] is the 95% bootstrap interval of our A − B in
-one cell. An equivalence claim ("matches", "close to", "few iterations suffice": the paper's
-difference is about 0) is reproduced when −MARGIN ≤ lo and hi ≤ +MARGIN, not reproduced when the
-interval lies wholly beyond the margin (lo > +MARGIN or hi < −MARGIN), else inconclusive. A
-directional claim ("beats", "loses accuracy", "breaks constraints": A − B > 0, or < 0) is reproduced
-when the interval excludes 0 on the claimed side, not reproduced when its claimed-side end stays
-within the margin (an effect of MARGIN or more in the claimed direction is ruled out: this covers an
-interval on the wrong side of 0, and no difference at all), else inconclusive. A GPU speed claim
-measured on CUDA timings is reproduced in a cell when the speed-up is above 1, else not reproduced.
-A claim is reproduced when every cell is, not reproduced when some cell is not and none is, mixed
-when some cells are reproduced and some are not, else inconclusive; it is not testable here when its
-method is not built, when it is a GPU claim and no timing ran on CUDA, or when no cell was run.
 """
 
 from __future__ import annotations
@@ -32,6 +21,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from ..metrics import PRIMARY_METRIC
 from .layout import NER, NER_PARTIAL, POS, SEG, TRAIN_ITERATIONS
 
 #: Half-width, in percentage points, of the band around 0 that counts as "no difference".
@@ -60,6 +50,7 @@ measured on CUDA timings is reproduced in a cell when the speed-up is above 1, e
 A claim is reproduced when every cell is, not reproduced when some cell is not and none is, mixed
 when some cells are reproduced and some are not, else inconclusive; it is not testable here when its
 method is not built, when it is a GPU claim and no timing ran on CUDA, or when no cell was run."""
+__doc__ += f"\nVerdict rule. {VERDICT_RULE}\n"  # stated once, read by the report and by help()
 
 #: The claims list beside the paper's tables (``../shared/data/paper/claims.csv``) and its columns.
 CLAIMS_FILE = "claims.csv"
@@ -73,8 +64,6 @@ PAPER_LABELS = {"sparsemap": "SparseMAP", "bethe": "Bethe", "newton": "Newton"}
 Expect = Literal["equal", "higher", "lower"]  # A − B about 0, > 0, < 0
 Measure = Literal["score", "violations"]  # score: the task's table metric (accuracy or F1)
 
-#: The table metric of each task.
-SCORE_METRIC = {"pos": "accuracy", "seg": "f1", "ner": "f1"}
 #: Each metric as a ratio of sums over sentences: (numerator, denominator) per sentence.
 RATIO_TERMS: dict[str, Callable[[pd.DataFrame], tuple[pd.Series, pd.Series]]] = {
     "accuracy": lambda runs: (runs["correct"], runs["tokens"]),
@@ -280,7 +269,7 @@ def _metric(comparison: Comparison, dataset: str, tasks: Mapping[str, str]) -> s
         return "violations"
     if dataset not in tasks:
         raise ValueError(f"claim ledger: no task given for dataset {dataset!r}")
-    return SCORE_METRIC[tasks[dataset]]
+    return PRIMARY_METRIC[tasks[dataset]]
 
 
 def _cell(

@@ -45,6 +45,15 @@ from .training import convergence_table, curve_figure, flagged_runs, sweep_figur
 NOTE_KEYS = ("all", *(spec.id for spec in TABLES))
 
 
+def _write_frame(stem: Path, frame: pd.DataFrame) -> list[Path]:
+    """``frame`` as ``stem.md`` and ``stem.csv`` (the plain tables beside the paper's); the paths."""
+    forms = {"md": frame.to_markdown(index=False) + "\n", "csv": frame.to_csv(index=False)}
+    paths = [stem.with_name(f"{stem.name}.{extension}") for extension in forms]
+    for path, text in zip(paths, forms.values(), strict=True):
+        write_atomic(path, text)
+    return paths
+
+
 def render_report(
     results_dir: Path,
     paper_csv: Path,
@@ -131,23 +140,10 @@ def render_report(
         figures += speedup_figure(by_id["3"], figures_dir / "speedup-decode.png")
     figures += scaling_figures(scaling, figures_dir)
     training = {"convergence": convergence_table(curves), "sweep": sweep_table(sweep)}
-    for stem, frame in training.items():
-        for extension, text in {
-            "md": frame.to_markdown(index=False) + "\n",
-            "csv": frame.to_csv(index=False),
-        }.items():
-            path = out_dir / "tables" / f"{stem}.{extension}"
-            write_atomic(path, text)
-            written.append(path)
     summaries = summary_tables(scaling)
-    for stem, (_, frame) in summaries.items():
-        for extension, text in {
-            "md": frame.to_markdown(index=False) + "\n",
-            "csv": frame.to_csv(index=False),
-        }.items():
-            path = out_dir / "tables" / f"{stem}.{extension}"
-            write_atomic(path, text)
-            written.append(path)
+    frames = training | {stem: frame for stem, (_, frame) in summaries.items()}
+    for stem, frame in frames.items():
+        written += _write_frame(out_dir / "tables" / stem, frame)
 
     report = Report(
         ledger=ledger[0],
