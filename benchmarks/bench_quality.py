@@ -42,7 +42,7 @@ class BCRFViolation:
             iterations=iterations,
             temperature=temperature,
         )
-        return float(np.max(to_numpy(result.violation)))
+        return float(np.max(to_numpy(result.error)))
 
 
 class DecoderAgreement:

@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import implementations  # noqa: E402
-from implementations import contract  # noqa: E402
+from implementations import registry  # noqa: E402
 
 # Imported here, before asv's forkserver forks a process per parameter combination, so that no
 # timing process pays for importing them; JAX is optional and its combinations skip without it.
@@ -93,33 +93,28 @@ class Variant(NamedTuple):
     options: dict[str, Any]
 
 
+#: Every method under each of its benchmarked settings (``implementations.registry``).
 VARIANTS = {
-    "crf": Variant("crf", {}),
-    "crf-scan": Variant("crf-scan", {}),
-    "bcrf-5": Variant("bcrf", {"iterations": 5}),
-    "bcrf-10": Variant("bcrf", {"iterations": 10}),
-    "meanfield-5": Variant("meanfield", {"iterations": 5}),
-    "meanfield-10": Variant("meanfield", {"iterations": 10}),
-    "unstructured": Variant("unstructured", {}),
+    name: Variant(method.name, dict(options)) for name, (method, options) in registry.VARIANTS.items()
 }
 OPERATIONS = ("marginals", "decode", "loss_and_grad")
 
 
 def largest_intermediate(variant: str, batch: int, length: int, num_tags: int) -> int:
-    """Elements of the biggest array ``variant`` materialises: the (B, N-1, T, T) arc scores, or for
-    the parallel scan its first level of log-semiring products, (B, P/2, T, T, T) with P the next
-    power of two above N (``contract.scan_intermediate_elements``, which crf-scan's guard uses)."""
-    if variant == "crf-scan":
-        return contract.scan_intermediate_elements(batch, length, num_tags)
-    return batch * max(length - 1, 1) * num_tags**2
+    """Elements of the biggest array ``variant`` materialises (the registry's
+    ``largest_intermediate``: the (B, N-1, T, T) arc scores, or for the parallel scan its first
+    level of log-semiring products)."""
+    return registry.REGISTRY[VARIANTS[variant].method].largest_intermediate(batch, length, num_tags)
 
 
 def skip_unless_fits(variant: str, device: str, batch: int, length: int, num_tags: int) -> None:
-    """asv skips a parameter combination whose ``setup`` raises ``NotImplementedError``."""
+    """asv skips a parameter combination whose ``setup`` raises ``NotImplementedError``: one over
+    the profile's per-device cap, or over what the method itself refuses (float32 scores here)."""
     elements = largest_intermediate(variant, batch, length, num_tags)
     cap = GRID.element_cap[device]
-    if variant == "crf-scan":  # crf-scan refuses more than its memory budget (float32 scores here)
-        cap = min(cap, contract.SCAN_MEMORY_BUDGET // 4)
+    budget = registry.REGISTRY[VARIANTS[variant].method].memory_budget
+    if budget is not None:
+        cap = min(cap, budget() // 4)
     if elements > cap:
         raise NotImplementedError(
             f"{variant} at B={batch} N={length} T={num_tags}: {elements} > {cap} elements"
@@ -145,8 +140,11 @@ def use_device(backend: str, device: str, threads: int = 1) -> None:
         raise NotImplementedError(f"no GPU for {backend}")
 
 
-class Scores(NamedTuple):
-    """A batch of random scores on one backend and device (full lengths, so N is exact)."""
+class TimingBatch(NamedTuple):
+    """A batch of random scores on one backend and device (full lengths, so N is exact).
+
+    Not ``implementations.reference.instances.random_batch``: timing inputs reach 2^31 float32
+    elements on a GPU, drawn straight in float32, with no -inf, padding or planted path to check."""
 
     emissions: Any  # (B, N, T) float32
     transitions: Any  # (B, N-1, T, T) per position, or (T, T) when shared
@@ -158,7 +156,7 @@ class Scores(NamedTuple):
 
 def random_scores(
     backend: str, device: str, batch: int, length: int, num_tags: int, *, shared: bool = False, seed: int = 0
-) -> Scores:
+) -> TimingBatch:
     """Standard normal emissions, transitions and start/end scores (per-position transitions, as the
     paper's models, unless ``shared``); the same numbers for every backend."""
     generator = np.random.default_rng(seed)
@@ -171,7 +169,7 @@ def random_scores(
         generator.standard_normal(num_tags, dtype=np.float32),
         generator.standard_normal(num_tags, dtype=np.float32),
     ]
-    return Scores(*(to_device(array, backend, device) for array in arrays))
+    return TimingBatch(*(to_device(array, backend, device) for array in arrays))
 
 
 def to_device(array: np.ndarray, backend: str, device: str) -> Any:
@@ -182,7 +180,9 @@ def to_device(array: np.ndarray, backend: str, device: str) -> Any:
     return jax.device_put(array, jax.devices(device)[0])
 
 
-def operation(backend: str, variant: str, name: str, scores: Scores, **overrides: Any) -> Callable[[], Any]:
+def operation(
+    backend: str, variant: str, name: str, scores: TimingBatch, **overrides: Any
+) -> Callable[[], Any]:
     """A no-argument call of ``name`` (one of ``OPERATIONS``) on ``scores`` that returns the result
     once it is ready; for ``loss_and_grad``, ``(loss summed over the batch, (gradient w.r.t.
     emissions, w.r.t. transitions))`` in both backends. Jitted in JAX (call it once to compile); no
@@ -208,7 +208,9 @@ def operation(backend: str, variant: str, name: str, scores: Scores, **overrides
     return lambda: jax.block_until_ready(function(emissions, transitions))
 
 
-def _torch_operation(module: Any, name: str, scores: Scores, common: dict[str, Any]) -> Callable[[], Any]:
+def _torch_operation(
+    module: Any, name: str, scores: TimingBatch, common: dict[str, Any]
+) -> Callable[[], Any]:
     emissions, transitions, lengths, tags, _, _ = scores
     wait = torch.cuda.synchronize if emissions.is_cuda else lambda: None
     if name == "loss_and_grad":

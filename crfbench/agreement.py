@@ -4,7 +4,7 @@ right ones?
 Every method × backend runs on a fixed grid of instances (lengths N, tag-set sizes T, with and
 without -inf constraints, float32 and float64; 3 sequences each, one of full length and two of
 random lengths, so padding is exercised). Each backend is compared with the other, and with a
-NumPy oracle from ``implementations.reference``: brute-force enumeration for the exact CRF where
+NumPy oracle from ``implementations.reference.oracles``: brute-force enumeration for the exact CRF where
 ``T**N`` is small, the cluster-by-cluster loop IBP for BCRF (same iterations), the loop mean
 field, the closed forms of the unstructured model. Oracles run in float64; a float32 backend is
 held to float32 tolerances.
@@ -14,10 +14,8 @@ float64 and (1e-4, 1e-5) in float32; decoded tags are compared as the fraction o
 differ, which must be 0 (float64) or at most 2 % (float32: near-ties may break either way), and
 against brute force by the score of the decoded path, which must be the best score.
 
-Mean field on constrained instances is ill-conditioned: its default penalty (-1e4) makes fields of
-magnitude 1e4, whose rounding (1e4·ε) the parallel updates amplify (they often settle into a
-2-cycle), and its lower bound multiplies marginals by the penalty. Those rows use (1e-6, 1e-8) in
-float64 and (1e-1, 1e-3) in float32; every other row uses the tolerances above.
+Which oracle checks a method, and with which options, is the method's registry entry
+(``implementations.registry``); nothing here names a method.
 """
 
 from __future__ import annotations
@@ -31,9 +29,10 @@ import numpy as np
 import pandas as pd
 
 import implementations
+from implementations import registry
 from implementations.interop import from_numpy, to_numpy
-from implementations.reference import brute_force, ibp, meanfield, unstructured
-from implementations.reference.common import logsumexp
+from implementations.reference import brute_force, oracles
+from implementations.reference.instances import random_batch
 
 from .io import write_atomic
 
@@ -53,19 +52,9 @@ COLUMNS = [
     "ok",
 ]
 BATCH = 3
-BRUTE_FORCE_LIMIT = 20_000  # enumerate T**N paths only up to this many
-OPTIONS = {
-    "crf": {},
-    "crf-scan": {},
-    "bcrf": {"iterations": 10},
-    "meanfield": {"iterations": 10},
-    "unstructured": {},
-}
-TOLERANCES = {  # (dtype, ill-conditioned) -> atol, rtol, fraction of decoded tags that may differ
-    ("float64", False): (1e-10, 1e-10, 0.0),
-    ("float32", False): (1e-4, 1e-5, 0.02),
-    ("float64", True): (1e-6, 1e-8, 0.0),
-    ("float32", True): (1e-1, 1e-3, 0.02),
+TOLERANCES = {  # dtype -> atol, rtol, fraction of decoded tags that may differ
+    "float64": (1e-10, 1e-10, 0.0),
+    "float32": (1e-4, 1e-5, 0.02),
 }
 
 
@@ -93,7 +82,7 @@ class Instance:
     lengths: np.ndarray  # (B,)
     start: np.ndarray  # (T,)
     end: np.ndarray  # (T,)
-    tags: np.ndarray  # (B, N)
+    tags: np.ndarray  # (B, N), -1 on padding
     allowed: np.ndarray  # (B, N, T) bool
 
     def sequence(self, b: int) -> dict[str, np.ndarray]:
@@ -108,24 +97,25 @@ class Instance:
 
 
 def make_instance(length: int, num_tags: int, neg_inf: bool, seed: int) -> Instance:
-    """A random batch; with ``neg_inf``, about a third of the transitions and one start and end
-    score are -inf, never on the gold path."""
+    """A random batch (``implementations.reference.instances.random_batch``, scores N(0, 4)): one
+    sequence of full length and two of random lengths, garbage past each length; with ``neg_inf``
+    about a third of the scores are -inf, never on the planted gold path."""
     rng = np.random.default_rng(seed)
     lengths = np.concatenate([[length], rng.integers(1, length + 1, size=BATCH - 1)])
-    emissions = 2.0 * rng.standard_normal((BATCH, length, num_tags))
-    transitions = rng.standard_normal((BATCH, max(length - 1, 0), num_tags, num_tags))
-    start, end = rng.standard_normal(num_tags), rng.standard_normal(num_tags)
-    tags = rng.integers(0, num_tags, size=(BATCH, length))
-    if neg_inf:
-        transitions[rng.random(transitions.shape) < 1 / 3] = -np.inf
-        start[rng.integers(num_tags)] = end[rng.integers(num_tags)] = -np.inf
-        start[tags[:, 0]] = rng.standard_normal(BATCH)
-        end[tags[np.arange(BATCH), lengths - 1]] = rng.standard_normal(BATCH)
-        for b, i in itertools.product(range(BATCH), range(length - 1)):
-            transitions[b, i, tags[b, i], tags[b, i + 1]] = rng.standard_normal()
+    chain = random_batch(
+        rng,
+        batch=BATCH,
+        length=length,
+        num_tags=num_tags,
+        lengths=lengths,
+        neg_inf=1 / 3 if neg_inf else 0.0,
+        scale=2.0,
+    )
     allowed = rng.random((BATCH, length, num_tags)) < 0.5
-    np.put_along_axis(allowed, tags[..., None], True, axis=-1)
-    return Instance(emissions, transitions, lengths, start, end, tags, allowed)
+    np.put_along_axis(allowed, np.maximum(chain.gold, 0)[..., None], True, axis=-1)
+    return Instance(
+        chain.emissions, chain.transitions, chain.lengths, chain.start, chain.end, chain.gold, allowed
+    )
 
 
 def run_backend(
@@ -139,7 +129,7 @@ def run_backend(
         "start": from_numpy(instance.start, backend, dtype),
         "end": from_numpy(instance.end, backend, dtype),
     }
-    options = OPTIONS[method]
+    options = registry.REGISTRY[method].agreement_options
     tags = from_numpy(instance.tags, backend)
     allowed = from_numpy(instance.allowed, backend)
     unary, pairwise = module.marginals(*scores, lengths, **boundary, **options)
@@ -162,83 +152,33 @@ def _padded(rows: list[np.ndarray], shape: tuple[int, ...], fill: float) -> np.n
 
 
 def run_reference(method: str, instance: Instance) -> tuple[str, dict[tuple[str, str], np.ndarray]] | None:
-    """The oracle's name and its results in the backends' layout, or None where none is feasible."""
+    """The oracle's name and its results in the backends' layout, or None where it cannot answer
+    (the method's oracle in ``implementations.reference.oracles``, named by the registry)."""
+    record = registry.REGISTRY[method]
+    oracle = getattr(oracles, record.oracle)
     batch, length, num_tags = instance.emissions.shape
-    sequences = [instance.sequence(b) for b in range(batch)]
-    gold = [instance.tags[b, : instance.lengths[b]] for b in range(batch)]
-    allowed = [instance.allowed[b, : instance.lengths[b]] for b in range(batch)]
-    if method in ("crf", "crf-scan"):
-        if num_tags**length > BRUTE_FORCE_LIMIT:
-            return None
-        marginals = [brute_force.marginals(**s) for s in sequences]
-        log_z = np.array([brute_force.log_partition(**s) for s in sequences])
-        golds = np.array([brute_force.path_score(g, **s) for g, s in zip(gold, sequences, strict=True)])
-        restricted = np.array(
-            [brute_force.log_partition(**s, allowed=a) for s, a in zip(sequences, allowed, strict=True)]
+    answers = []
+    for b in range(batch):
+        n = int(instance.lengths[b])
+        answer = oracle(
+            instance.sequence(b), instance.tags[b, :n], instance.allowed[b, :n], **record.agreement_options
         )
-        results = {
-            ("log_partition", "value"): log_z,
-            ("loss", "value"): log_z - golds,
-            ("partial_loss", "value"): log_z - restricted,
-            ("decode", "path_score"): np.array([brute_force.best(**s)[0] for s in sequences]),
-        }
-        name = "brute-force"
-    elif method == "bcrf":
-        iterations = OPTIONS["bcrf"]["iterations"]
-        runs = [ibp.bcrf(**s, iterations=iterations) for s in sequences]
-        masked = [
-            ibp.bcrf(**{**s, "emissions": np.where(a, s["emissions"], -np.inf)}, iterations=iterations)
-            for s, a in zip(sequences, allowed, strict=True)
-        ]
-        decoded = [ibp.bcrf(**s, iterations=iterations, tau=0.1).unary.argmax(-1) for s in sequences]
-        values = np.array([r.log_partition for r in runs])
-        golds = np.array([brute_force.path_score(g, **s) for g, s in zip(gold, sequences, strict=True)])
-        marginals = [(r.unary, r.pairwise) for r in runs]
-        results = {
-            ("log_partition", "value"): values,
-            ("loss", "value"): values - golds,
-            ("partial_loss", "value"): values - np.array([r.log_partition for r in masked]),
-            ("decode", "tags"): _padded(decoded, (batch, length), -1),
-        }
-        name = "ibp-loop"
-    elif method == "meanfield":
-        runs = [meanfield.meanfield(**s, iterations=OPTIONS["meanfield"]["iterations"]) for s in sequences]
-        marginals = [(r.unary, r.pairwise) for r in runs]
-        nll = [-r.log_unary[np.arange(len(g)), g].sum() for r, g in zip(runs, gold, strict=True)]
-        partial = [
-            -logsumexp(np.where(a, r.log_unary, -np.inf), axis=-1).sum()
-            for r, a in zip(runs, allowed, strict=True)
-        ]
-        results = {
-            ("log_partition", "value"): np.array([r.lower_bound for r in runs]),
-            ("loss", "value"): np.array(nll),
-            ("partial_loss", "value"): np.array(partial),
-            ("decode", "tags"): _padded([r.unary.argmax(-1) for r in runs], (batch, length), -1),
-        }
-        name = "meanfield-loop"
+        if answer is None:
+            return None
+        answers.append(answer)
+    results = {
+        (function, "value"): np.array([getattr(a, function) for a in answers])
+        for function in ("log_partition", "loss", "partial_loss")
+    }
+    if answers[0].tags is None:  # checked by the score of the decoded path
+        results["decode", "path_score"] = np.array([a.best_score for a in answers])
     else:
-        marginals = [unstructured.marginals(s["emissions"]) for s in sequences]
-        results = {
-            ("log_partition", "value"): np.array(
-                [unstructured.log_partition(s["emissions"]) for s in sequences]
-            ),
-            ("loss", "value"): np.array(
-                [unstructured.loss(s["emissions"], g) for s, g in zip(sequences, gold, strict=True)]
-            ),
-            ("partial_loss", "value"): np.array(
-                [
-                    unstructured.partial_loss(s["emissions"], a)
-                    for s, a in zip(sequences, allowed, strict=True)
-                ]
-            ),
-            ("decode", "tags"): _padded([u.argmax(-1) for u, _ in marginals], (batch, length), -1),
-        }
-        name = "closed-form"
-    results[("marginals", "unary")] = _padded([u for u, _ in marginals], (batch, length, num_tags), 0.0)
-    results[("marginals", "pairwise")] = _padded(
-        [p for _, p in marginals], (batch, max(length - 1, 0), num_tags, num_tags), 0.0
+        results["decode", "tags"] = _padded([a.tags for a in answers], (batch, length), -1)
+    results["marginals", "unary"] = _padded([a.unary for a in answers], (batch, length, num_tags), 0.0)
+    results["marginals", "pairwise"] = _padded(
+        [a.pairwise for a in answers], (batch, max(length - 1, 0), num_tags, num_tags), 0.0
     )
-    return name, results
+    return record.oracle_name, results
 
 
 def compare(
@@ -281,7 +221,7 @@ def agreement_rows(grid: Grid, backends: tuple[str, ...]) -> Iterator[dict[str, 
         for method in implementations.METHODS:
             reference = run_reference(method, instance)
             for dtype in grid.dtypes:
-                tolerance = TOLERANCES[dtype, method == "meanfield" and neg_inf]
+                tolerance = TOLERANCES[dtype]
                 ours = {backend: run_backend(method, backend, instance, dtype) for backend in backends}
                 pairs = [(a, b, ours[a], ours[b]) for a, b in itertools.combinations(backends, 2)]
                 if reference is not None:
@@ -294,7 +234,7 @@ def agreement_rows(grid: Grid, backends: tuple[str, ...]) -> Iterator[dict[str, 
                             )
                         elif quantity == "path_score":  # scored in float64 by the oracle
                             decoded_scores = _decoded_path_scores(got[(function, "tags")], instance)
-                            errors = compare(decoded_scores, value, TOLERANCES["float64", False])
+                            errors = compare(decoded_scores, value, TOLERANCES["float64"])
                         else:
                             errors = compare(got[(function, quantity)], value, tolerance)
                         yield dict(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
@@ -49,9 +49,3 @@ def targets(partial: bool, sentences: Sequence[Sentence], tagset: TagSet) -> Ten
 
 def select(sentences: Sequence[Sentence], indices: Sequence[int]) -> list[Sentence]:
     return [sentences[i] for i in indices]
-
-
-def chunks(sentences: Sequence[Sentence], batch_size: int) -> Iterator[list[Sentence]]:
-    """Consecutive batches in the given order."""
-    for i in range(0, len(sentences), batch_size):
-        yield list(sentences[i : i + batch_size])

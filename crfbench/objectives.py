@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 import implementations
+from implementations import registry
 
 from .data.types import TagSet
 from .models import Scores
@@ -42,36 +43,17 @@ class Inference:
         )
 
 
-#: Training losses (``loss`` name -> contract call). ``iterations`` is filled in per run.
-LOSSES: dict[str, Inference] = {
-    "unstructured": Inference("unstructured", "loss", {}),
-    "crf": Inference("crf", "loss", {}),
-    "meanfield": Inference("meanfield", "loss", {"iterations": None}),
-    "bcrf": Inference("bcrf", "loss", {"iterations": None, "temperature": 1.0}),
-    "crf-partial": Inference("crf", "partial_loss", {}),
-    "bcrf-partial": Inference("bcrf", "partial_loss", {"iterations": None, "temperature": 1.0}),
-}
+def _inference(method: registry.Method, use: registry.Use) -> Inference:
+    return Inference(method.name, use.function, dict(use.options))
 
-#: Decoders of Table 1 (τ⁻¹ = 10 for BCRF, as in the paper).
-DECODERS: dict[str, Inference] = {
-    "viterbi": Inference("crf", "decode", {}),
-    "mf-5": Inference("meanfield", "decode", {"iterations": 5}),
-    "mf-10": Inference("meanfield", "decode", {"iterations": 10}),
-    "bcrf-5": Inference("bcrf", "decode", {"iterations": 5, "temperature": 0.1}),
-    "bcrf-10": Inference("bcrf", "decode", {"iterations": 10, "temperature": 0.1}),
-    "argmax": Inference("unstructured", "decode", {"repair": False}),
-    "argmax-repair": Inference("unstructured", "decode", {"repair": True}),
-}
 
+#: Training losses (``loss`` name -> contract call), from ``implementations.registry``;
+#: ``iterations`` is filled in per run.
+LOSSES: dict[str, Inference] = {name: _inference(*entry) for name, entry in registry.LOSSES.items()}
+#: Decoders (``decoder`` name -> contract call), from ``implementations.registry``.
+DECODERS: dict[str, Inference] = {name: _inference(*entry) for name, entry in registry.DECODERS.items()}
 #: The decoder that matches each loss (default for dev-set model selection).
-NATURAL_DECODER = {
-    "unstructured": "argmax",
-    "crf": "viterbi",
-    "meanfield": "mf-10",
-    "bcrf": "bcrf-10",
-    "crf-partial": "viterbi",
-    "bcrf-partial": "bcrf-10",
-}
+NATURAL_DECODER = {name: use.natural_decoder for name, (_, use) in registry.LOSSES.items()}
 
 
 def training_loss(name: str, iterations: int) -> Inference:

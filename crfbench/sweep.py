@@ -42,7 +42,7 @@ def _solve(chain, method: str, iterations: int, temperature: float | None, penal
     """``solve``'s marginals (B, N, T) and its per-sentence diagnostic (B,)."""
     option = {"temperature": temperature} if method == "bcrf" else {"penalty": penalty}
     result = Inference(method, "solve", {"iterations": iterations, **option})(chain)
-    return result.unary, result.violation if method == "bcrf" else result.change
+    return result.unary, result.error
 
 
 @torch.no_grad()

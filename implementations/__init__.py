@@ -1,16 +1,22 @@
 """The inference core: every method behind one contract (see ``docs/contract.md``).
 
-``get(method, backend)`` returns a module exposing ``marginals``, ``decode``, ``loss``,
-``partial_loss`` and ``log_partition`` with identical names, arguments, shapes and meaning in
-every backend. Nothing here does I/O; the experiment engine (``crfbench``) calls only this.
+``get(method, backend)`` returns an object exposing ``marginals``, ``decode``, ``loss``,
+``partial_loss`` and ``log_partition`` (and ``solve`` for an iterative method) with identical
+names, arguments, shapes and meaning in every backend. What a method is (its options, losses,
+decoders, benchmark variants, oracle) lives in ``registry``; the functions are written once in
+``public`` over each backend's kernels. Nothing here does I/O; the experiment engine
+(``crfbench``) calls only this.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
-from types import ModuleType
 
-METHODS: tuple[str, ...] = ("crf", "crf-scan", "bcrf", "meanfield", "unstructured")
+from .public import Bound
+from .registry import REGISTRY, method
+
+METHODS: tuple[str, ...] = tuple(REGISTRY)
 BACKENDS: tuple[str, ...] = ("torch", "jax")
 
 _PACKAGES = {"torch": "implementations.torch_backend", "jax": "implementations.jax_backend"}
@@ -20,13 +26,17 @@ _NEEDS = {  # the framework each backend imports, and how to install it
 }
 
 
-def get(method: str, backend: str = "torch") -> ModuleType:
-    """Return the module implementing ``method`` in ``backend``.
+def get(name: str, backend: str = "torch") -> Bound:
+    """The contract functions of method ``name`` in ``backend`` (one object per pair).
 
     Raises ``ValueError`` naming the valid choices for an unknown method or backend.
     """
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; valid methods: {', '.join(METHODS)}")
+    return _bound(name, backend)
+
+
+@functools.cache
+def _bound(name: str, backend: str) -> Bound:
+    record = method(name)
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; valid backends: {', '.join(BACKENDS)}")
     framework, install = _NEEDS[backend]
@@ -34,7 +44,9 @@ def get(method: str, backend: str = "torch") -> ModuleType:
         importlib.import_module(framework)
     except ImportError as error:
         raise ImportError(f"backend {backend!r} needs {framework}: {install}") from error
-    return importlib.import_module(f"{_PACKAGES[backend]}.{method.replace('-', '_')}")
+    kernels = importlib.import_module(f"{_PACKAGES[backend]}.{record.kernel}")
+    checks = importlib.import_module(f"{_PACKAGES[backend]}._validate")
+    return Bound(record, backend, kernels, checks)
 
 
 __all__ = ["BACKENDS", "METHODS", "get"]

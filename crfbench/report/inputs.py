@@ -9,13 +9,15 @@ import pandas as pd
 
 from ..io import numeric_column, read_csv
 
-METRICS_FILE = "metrics.csv"
-TIMING_FILE = "timing.csv"
+#: The tables the report reads, by path relative to the results folder; not the run directories'
+#: files (``crfbench.experiment``'s ``*_FILE``), which ``crfbench aggregate`` gathers into most of them.
+METRICS_TABLE = "metrics.csv"
+TIMING_TABLE = "timing.csv"
 #: The agreement step's table (``crfbench agree``): one row per comparison, ``ok`` within tolerance.
-AGREEMENT_FILE = "agreement/agreement.csv"
-SENTENCES_FILE = "sentences.csv.gz"
-CURVES_FILE = "curves.csv"
-SWEEP_FILE = "sweep.csv"
+AGREEMENT_TABLE = "agreement/agreement.csv"
+SENTENCES_TABLE = "sentences.csv.gz"
+CURVES_TABLE = "curves.csv"
+SWEEP_TABLE = "sweep.csv"
 
 #: Columns the report reads; other columns are kept and ignored.
 METRICS_COLUMNS = (

@@ -1,10 +1,13 @@
-"""The tables' rows and column order, in the paper's layout (seeds digest §1.9), plus display labels."""
+"""The tables' rows and column order, in the paper's layout (docs/derivations.md §7.3), plus
+display labels."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 from typing import Literal
+
+from implementations import registry
 
 #: Our dataset names in the paper's column order, with the short labels of the table headers.
 DATASET_LABELS = {
@@ -30,24 +33,27 @@ TASKS = (
     | dict.fromkeys(NER + NER_PARTIAL, "ner")
 )
 
-TRAIN_LABELS = {
-    "unstructured": "Unstructured",
-    "crf": "CRF",
-    "meanfield": "MF",
-    "bcrf": "BCRF",
-    "crf-partial": "CRF partial",
-    "bcrf-partial": "BCRF partial",
+
+def _paper_order(names: dict[str, str], paper: tuple[str, ...]) -> dict[str, str]:
+    """``names`` with the paper's ones first, in the paper's order, then the rest as given."""
+    return {name: names[name] for name in paper if name in names} | names
+
+
+#: Display labels of the training losses and decoders (``implementations.registry``), the
+#: paper's in its row order first; and the decoders' fixed iteration counts.
+TRAIN_LABELS = _paper_order(
+    {name: use.label for name, (_, use) in registry.LOSSES.items()},
+    ("unstructured", "crf", "meanfield", "bcrf", "crf-partial", "bcrf-partial"),
+)
+DECODER_LABELS = _paper_order(
+    {name: use.label for name, (_, use) in registry.DECODERS.items()},
+    ("viterbi", "meanfield-5", "meanfield-10", "bcrf-5", "bcrf-10", "argmax", "argmax-repair"),
+)
+DECODER_ITERATIONS = {
+    name: use.options["iterations"]
+    for name, (_, use) in registry.DECODERS.items()
+    if "iterations" in use.options
 }
-DECODER_LABELS = {
-    "viterbi": "Viterbi",
-    "mf-5": "MF 5",
-    "mf-10": "MF 10",
-    "bcrf-5": "BCRF 5",
-    "bcrf-10": "BCRF 10",
-    "argmax": "argmax",
-    "argmax-repair": "argmax + repair",
-}
-DECODER_ITERATIONS = {"mf-5": 5, "mf-10": 10, "bcrf-5": 5, "bcrf-10": 10}
 
 #: Training iterations of the MF / BCRF losses that Table 2 compares (paper §6.4).
 TRAIN_ITERATIONS = 10
@@ -55,7 +61,7 @@ TRAIN_ITERATIONS = 10
 TRAIN_BASELINES = {"meanfield": "crf", "bcrf": "crf", "bcrf-partial": "crf-partial"}
 #: Table 3 compares these decoders with Viterbi.
 DECODE_BASELINE = "viterbi"
-DECODE_COMPARED = ("mf-5", "mf-10", "bcrf-5", "bcrf-10", "argmax")
+DECODE_COMPARED = ("meanfield-5", "meanfield-10", "bcrf-5", "bcrf-10", "argmax")
 
 Kind = Literal["score", "violations", "train", "decode"]
 
@@ -93,12 +99,12 @@ def _decode_row(train: str, decoder: str, in_paper: bool = True) -> RowSpec:
     return RowSpec(label, train, decoder, DECODER_ITERATIONS.get(decoder), in_paper)
 
 
-_ALL_DECODERS = ("viterbi", "mf-5", "mf-10", "bcrf-5", "bcrf-10")
+_ALL_DECODERS = ("viterbi", "meanfield-5", "meanfield-10", "bcrf-5", "bcrf-10")
 _SUPERVISED_ROWS = (
     _decode_row("unstructured", "argmax"),
     _decode_row("unstructured", "argmax-repair", in_paper=False),
     *(_decode_row("crf", decoder) for decoder in _ALL_DECODERS),
-    *(_decode_row("meanfield", decoder) for decoder in ("viterbi", "mf-5", "mf-10")),
+    *(_decode_row("meanfield", decoder) for decoder in ("viterbi", "meanfield-5", "meanfield-10")),
     *(_decode_row("bcrf", decoder) for decoder in ("viterbi", "bcrf-5", "bcrf-10")),
 )
 _PARTIAL_ROWS = tuple(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from .figures import Drawn
-from .inputs import AGREEMENT_FILE
+from .inputs import AGREEMENT_TABLE
 from .ledger import VERDICT_RULE
 from .render import GENERATED, html_fragment
 from .tables import Table
@@ -21,9 +21,9 @@ FORMATS = ("md", "tex", "csv")
 AGREEMENT = Path("agreement")
 AGREEMENT_INTRO = (
     "Numerical agreement of every method across the torch and JAX backends and with the NumPy oracles "
-    f"(brute force, loop IBP, loop mean field), from results/{AGREEMENT_FILE}"
+    f"(brute force, loop IBP, loop mean field), from results/{AGREEMENT_TABLE}"
 )
-NO_AGREEMENT = f"The agreement step has not run: results/{AGREEMENT_FILE} is absent."
+NO_AGREEMENT = f"The agreement step has not run: results/{AGREEMENT_TABLE} is absent."
 #: The claim ledger's two tables: one row per claim, and the (dataset, encoder) cells behind them.
 LEDGER_FILES = (Path("claims.csv"), Path("claims-cells.csv"))
 LEDGER_INTRO = (

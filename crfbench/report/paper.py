@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from implementations import registry
+
 from ..io import read_csv
 from .layout import DECODER_LABELS, TRAIN_LABELS
 
@@ -19,21 +21,20 @@ PAPER_DATASETS = {
     "conll2003": "conll03-ner",
     "conll2003-partial": "conll03-ner-partial",
 }
-#: (paper decoder, iterations) → our decoder name; argmax-repair is ours only.
-PAPER_DECODERS = {
-    ("viterbi", ""): "viterbi",
-    ("meanfield", "5"): "mf-5",
-    ("meanfield", "10"): "mf-10",
-    ("bcrf", "5"): "bcrf-5",
-    ("bcrf", "10"): "bcrf-10",
-    ("argmax", ""): "argmax",
-    ("", ""): "",
-    ("", "10"): "",  # Table 2 rows: a training loss at 10 iterations, no decoder
-}
 STATUSES = ("ok", "rejoined", "uncertain", "lost", "text-only")
 COLUMNS = ("table", "dataset", "encoder", "train", "decoder", "iterations", "metric", "value", "status")
 
 Key = tuple[str, str, str, str, str]  # (table group, dataset, encoder, train, decoder)
+
+
+def our_decoder(decoder: str, iterations: str) -> str | None:
+    """The paper's (decoder, iterations) in our spelling (``implementations.registry``):
+    ``<method>-<iterations>`` for an iterative decoder, the name alone otherwise, "" for a Table 2
+    row (a training loss, no decoder); None for a decoder we do not have."""
+    if not decoder:
+        return ""
+    name = f"{decoder}-{iterations}" if iterations else decoder
+    return name if name in registry.DECODERS else None
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ def load_paper(path: Path) -> Paper:
         status, group = row["status"], group_of(row["table"])
         if status not in STATUSES:
             raise ValueError(f"{where}: status {status!r} is not one of {', '.join(STATUSES)}")
-        decoder = PAPER_DECODERS.get((row["decoder"], row["iterations"]))
+        decoder = our_decoder(row["decoder"], row["iterations"])
         if status == "text-only":
             if decoder is None:
                 raise ValueError(f"{where}: unknown decoder {row['decoder']!r}")

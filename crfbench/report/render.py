@@ -19,7 +19,7 @@ MISSING = "—"
 UNCONVERGED_MARK = "⚑"
 LEGEND = {
     "uncertain": "† the paper's value is uncertain: a row label or leading digit was inferred from the "
-    "extraction (seeds digest §1.9).",
+    "extraction (docs/derivations.md §7.3).",
     "rejoined": "‡ the paper's value was rejoined from split fragments of the extraction (high confidence).",
     "lost": "lost: the paper's cell did not survive the text extraction; it is left empty, never filled.",
     "not-in-paper": f"Rows marked {NOT_IN_PAPER} are not in the paper: ours only.",

@@ -18,17 +18,16 @@ from ..schema import (
     SWEEP_NUMBERS,
 )
 from . import provenance
-from .aggregate import decode_speedups, score_stats, train_speedups, violation_stats
 from .figures import iteration_figures, speedup_figure
 from .inputs import (
-    AGREEMENT_FILE,
-    CURVES_FILE,
+    AGREEMENT_TABLE,
+    CURVES_TABLE,
     METRICS_COLUMNS,
-    METRICS_FILE,
-    SENTENCES_FILE,
-    SWEEP_FILE,
+    METRICS_TABLE,
+    SENTENCES_TABLE,
+    SWEEP_TABLE,
     TIMING_COLUMNS,
-    TIMING_FILE,
+    TIMING_TABLE,
     agreement_summary,
     read_results,
 )
@@ -38,6 +37,7 @@ from .page import LEDGER_FILES, NO_AGREEMENT, Report, index_html, readme, table_
 from .paper import load_paper
 from .render import csv_text, latex, markdown
 from .scaling import SCALING_FILE, read_scaling, scaling_figures, summary_tables
+from .stats import decode_speedups, score_stats, train_speedups, violation_stats
 from .tables import build_table, missing
 from .training import convergence_table, curve_figure, flagged_runs, sweep_figure, sweep_table
 
@@ -76,8 +76,8 @@ def render_report(
         )
 
     files = {
-        METRICS_FILE: read_results(results_dir / METRICS_FILE, METRICS_COLUMNS),
-        TIMING_FILE: read_results(results_dir / TIMING_FILE, TIMING_COLUMNS),
+        METRICS_TABLE: read_results(results_dir / METRICS_TABLE, METRICS_COLUMNS),
+        TIMING_TABLE: read_results(results_dir / TIMING_TABLE, TIMING_COLUMNS),
     }
     absent = [
         f"{name} is absent from the results folder." for name in files if not (results_dir / name).exists()
@@ -87,23 +87,23 @@ def render_report(
     claims = read_csv(claims_csv) if claims_csv.exists() else pd.DataFrame(columns=list(CLAIMS_COLUMNS))
     if not claims_csv.exists():
         absent.append(f"{claims_csv} is absent: no claim ledger.")
-    sentences = read_results(results_dir / SENTENCES_FILE, SENTENCE_COLUMNS, SENTENCE_NUMBERS)
-    curves = read_results(results_dir / CURVES_FILE, CURVE_COLUMNS, CURVE_NUMBERS)
-    sweep = read_results(results_dir / SWEEP_FILE, SWEEP_COLUMNS, SWEEP_NUMBERS)
-    for name in (CURVES_FILE, SWEEP_FILE):
+    sentences = read_results(results_dir / SENTENCES_TABLE, SENTENCE_COLUMNS, SENTENCE_NUMBERS)
+    curves = read_results(results_dir / CURVES_TABLE, CURVE_COLUMNS, CURVE_NUMBERS)
+    sweep = read_results(results_dir / SWEEP_TABLE, SWEEP_COLUMNS, SWEEP_NUMBERS)
+    for name in (CURVES_TABLE, SWEEP_TABLE):
         if not (results_dir / name).exists():
             absent.append(f"{name} is absent from the results folder.")
-    if not (results_dir / SENTENCES_FILE).exists():
+    if not (results_dir / SENTENCES_TABLE).exists():
         absent.append(
-            f"{SENTENCES_FILE} is absent from the results folder: no paired differences for the claims."
+            f"{SENTENCES_TABLE} is absent from the results folder: no paired differences for the claims."
         )
-    agreement = agreement_summary(results_dir / AGREEMENT_FILE)
+    agreement = agreement_summary(results_dir / AGREEMENT_TABLE)
     if agreement is None:
         absent.append(NO_AGREEMENT)
     scaling = read_scaling(results_dir / SCALING_FILE)  # every input is read before anything is written
     if not (results_dir / SCALING_FILE).exists():
         absent.append(f"{SCALING_FILE} is absent from the results folder: no asv scaling figures.")
-    metrics, timing = files[METRICS_FILE], files[TIMING_FILE]
+    metrics, timing = files[METRICS_TABLE], files[TIMING_TABLE]
     stats = {
         "score": score_stats(metrics),
         "violations": violation_stats(metrics),

@@ -17,13 +17,15 @@ from matplotlib.image import AxesImage  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 from matplotlib.ticker import NullFormatter  # noqa: E402
 
+from implementations import registry  # noqa: E402
+
 from ..asv_results import COLUMNS  # noqa: E402
 from ..io import read_csv  # noqa: E402
 from .figures import TIMES, Drawn, save_png, subplots  # noqa: E402
 
 SCALING_FILE = "scaling.csv"
-#: Methods in the order of the figures' legends and panels.
-METHOD_ORDER = ("crf", "crf-scan", "bcrf-5", "bcrf-10", "meanfield-5", "meanfield-10", "unstructured")
+#: Methods (asv variants) in the order of the figures' legends and panels: the registry's.
+METHOD_ORDER = tuple(registry.VARIANTS)
 TIMED = {"time_marginals": "marginals", "time_decode": "decode", "time_loss_and_grad": "loss and gradient"}
 HEATMAPS = ("time_marginals", "time_loss_and_grad")
 BASELINE = "crf"

@@ -160,7 +160,7 @@ def _columns(
 
 
 def build_table(spec: TableSpec, stats: pd.DataFrame, paper: Paper) -> Table:
-    """Fill ``spec`` from our statistics (``aggregate.STAT_KEYS`` + mean, std, n) and the paper."""
+    """Fill ``spec`` from our statistics (``stats.STAT_KEYS`` + mean, std, n) and the paper."""
     ours = _stats_by_key(stats)
     columns = _columns(spec, ours, paper)
 

@@ -1,21 +1,7 @@
-"""Exact linear-chain CRF, sequential: forward / forward–backward / Viterbi, one step per position.
+"""Kernels of the exact linear-chain CRF, sequential: forward, forward–backward and Viterbi, one
+step per position (O(N T²) work, N dependent steps)."""
 
-O(N T²) work and N dependent steps (``lax.scan``). Marginals come from an explicit
-forward–backward pass; ``log_partition`` is differentiable by autodiff (its gradient equals those
-marginals), to any order: the marginals are differentiable too (their derivative, the covariance
-of the sufficient statistics, gives Hessian-vector products: ``jax.jvp(jax.grad(...))``,
-``jax.hessian``), through ``loss`` and ``partial_loss`` as well.
-"""
+from .._exact import exact_kernels
+from . import _chain, _scores
 
-from . import _chain
-from ._exact import ExactCRF
-
-_crf = ExactCRF(_chain)
-
-log_partition = _crf.log_partition
-marginals = _crf.marginals
-decode = _crf.decode
-loss = _crf.loss
-partial_loss = _crf.partial_loss
-
-__all__ = ["decode", "log_partition", "loss", "marginals", "partial_loss"]
+marginals, decode, log_partition, loss, partial_loss = exact_kernels(_chain, _scores)

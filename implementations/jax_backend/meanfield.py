@@ -1,7 +1,8 @@
 """Naive mean field with parallel (Jacobi) updates, the paper's MF baseline (App. G; AIN).
 
 ``r_i ← softmax_t( u_i(t) + Σ_{t'} r_{i-1}(t') s_{i-1}(t', t) + Σ_{t'} r_{i+1}(t') s_i(t, t') )``
-for all positions at once, ``iterations`` times (a ``lax.scan`` of fixed length), where ``u`` are
+for all positions at once, ``iterations`` times (a ``lax.scan`` of fixed length, or a
+``lax.while_loop`` with a tolerance), where ``u`` are
 the tag scores (emissions, with ``start`` at the first and ``end`` at the last position) and ``s``
 the transitions.
 
@@ -14,43 +15,22 @@ hard constraints, as the paper says it cannot (App. G), and may output invalid s
 penalty swamps the model's scores and locks the parallel updates into a 2-cycle (README, "Mean
 field and hard constraints").
 
-Options (``iterations``, ``init``, ``penalty``, ``validate``) are Python values, static under
-``jax.jit``.
+Options are Python values, static under ``jax.jit``.
 """
 
 from __future__ import annotations
 
 import math
 from functools import partial
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax import Array, lax
+from jax import Array
 
-from .. import contract
-from . import _validate
+from ..solver import SolverOutput
+from ._fixed_point import iterate, iterate_with_errors
 from ._scores import boundary, clean_padding, position_mask
 from ._tokens import argmax_tags, product_marginals, token_nll, token_partial_nll
-
-INITS = ("unary", "uniform")
-DEFAULT_ITERATIONS = 10
-DEFAULT_PENALTY = 0.0
-
-
-class MeanFieldResult(NamedTuple):
-    """What :func:`solve` returns: the factorised marginals and how much the last update moved."""
-
-    unary: Array  # (B, N, T) r after the last update, zero on padding
-    iterations: int  # updates run; a 0-d array when returned from jit
-    change: Array  # (B,) max |r_k − r_{k−1}| of the last update
-
-
-def _check_options(iterations: int, init: str, penalty: float) -> None:
-    contract.check_positive("iterations", iterations, integer=True)
-    contract.check_choice("init", init, INITS)
-    if not (math.isfinite(penalty) and penalty <= 0):
-        raise ValueError(f"penalty must be a finite score <= 0 replacing -inf transitions, got {penalty!r}")
 
 
 def _tag_scores(emissions: Array, lengths: Array, start: Array | None, end: Array | None) -> Array:
@@ -82,68 +62,46 @@ def _messages(r: Array, transitions: Array, arcs: Array) -> Array:
     )
 
 
-@partial(jax.jit, static_argnames=("iterations", "init", "penalty"))
-def _iterate(
+def _setup(
     emissions: Array,
     transitions: Array,
     lengths: Array,
     start: Array | None,
     end: Array | None,
-    iterations: int,
     init: str,
     penalty: float,
-) -> tuple[Array, Array]:
-    """Log marginals after the last update and after the one before it, both (B, N, T)."""
+):
+    """The first iterate ``log r`` (B, N, T), the update step and its error (the largest change of a
+    marginal, (B,)); nothing crosses into padding."""
     mask = position_mask(lengths, emissions.shape[1])
     scores = _tag_scores(jnp.where(mask[..., None], emissions, 0.0), lengths, start, end)
     transitions = _penalised(transitions, penalty)
     arcs = mask[:, 1:, None].astype(scores.dtype)
     if init == "unary":
-        log_r = jax.nn.log_softmax(scores, axis=-1)
+        initial = jax.nn.log_softmax(scores, axis=-1)
     else:
-        log_r = jnp.full_like(scores, -math.log(scores.shape[-1]))
+        initial = jnp.full_like(scores, -math.log(scores.shape[-1]))
 
-    def update(state: tuple[Array, Array], _: None) -> tuple[tuple[Array, Array], None]:
-        log_r, _ = state
-        messages = _messages(jnp.exp(log_r), transitions, arcs)
-        return (jax.nn.log_softmax(scores + messages, axis=-1), log_r), None
+    def step(log_r: Array) -> Array:
+        return jax.nn.log_softmax(scores + _messages(jnp.exp(log_r), transitions, arcs), axis=-1)
 
-    (log_r, previous), _ = lax.scan(update, (log_r, log_r), None, length=iterations)
-    return log_r, previous
+    def error(log_r: Array, previous: Array) -> Array:
+        change = (jnp.exp(log_r) - jnp.exp(previous)) * mask[..., None]
+        return jnp.abs(change).max((1, 2))
 
-
-@partial(jax.jit, static_argnames=("iterations", "init", "penalty"))
-def _solve(
-    emissions: Array,
-    transitions: Array,
-    lengths: Array,
-    start: Array | None,
-    end: Array | None,
-    iterations: int,
-    init: str,
-    penalty: float,
-) -> tuple[Array, Array]:
-    """Marginals r (B, N, T) after the last update, zero on padding, and the update's size (B,)."""
-    log_r, previous = _iterate(emissions, transitions, lengths, start, end, iterations, init, penalty)
-    mask = position_mask(lengths, emissions.shape[1])[..., None]
-    r = jnp.exp(log_r) * mask
-    change = jnp.abs(r - jnp.exp(previous) * mask).max((1, 2))
-    return r, change
+    return initial, step, error
 
 
-@partial(jax.jit, static_argnames=("iterations", "init", "penalty"))
-def _lower_bound(
-    emissions: Array,
-    transitions: Array,
-    lengths: Array,
-    start: Array | None,
-    end: Array | None,
-    iterations: int,
-    init: str,
-    penalty: float,
-) -> Array:
-    """``E_r[score] + H(r)`` (B,) at the final marginals (see :func:`log_partition`)."""
-    log_r, _ = _iterate(emissions, transitions, lengths, start, end, iterations, init, penalty)
+@partial(jax.jit, static_argnames=("iterations", "init", "penalty", "tolerance"))
+def _iterate(emissions, transitions, lengths, start, end, *, iterations, init, penalty, tolerance) -> Array:
+    """Log marginals ``log r`` (B, N, T) after the last update."""
+    initial, step, error = _setup(emissions, transitions, lengths, start, end, init, penalty)
+    return iterate(step, initial, iterations, tolerance, error)
+
+
+@partial(jax.jit, static_argnames=("penalty",))
+def _lower_bound(emissions, transitions, lengths, start, end, log_r: Array, penalty: float) -> Array:
+    """``E_r[score] + H(r)`` (B,) at the marginals ``r`` (see :func:`log_partition`)."""
     clean_emissions, clean_transitions = clean_padding(emissions, transitions, lengths)
     scores = _tag_scores(clean_emissions, lengths, start, end)
     mask = position_mask(lengths, emissions.shape[1])[..., None]
@@ -154,139 +112,55 @@ def _lower_bound(
     return tag_terms + (pairwise * _penalised(clean_transitions, penalty)).sum((1, 2, 3))
 
 
-def solve(
-    emissions: Array,
-    transitions: Array,
-    lengths: Array,
-    *,
-    start: Array | None = None,
-    end: Array | None = None,
-    validate: bool = True,
-    iterations: int = DEFAULT_ITERATIONS,
-    init: str = "unary",
-    penalty: float = DEFAULT_PENALTY,
-) -> MeanFieldResult:
-    """Run the parallel updates and report the marginals and the size of the last update."""
-    _check_options(iterations, init, penalty)
-    if validate:
-        _validate.check_scores(emissions, transitions, lengths, start, end)
-    r, change = _solve(emissions, transitions, lengths, start, end, iterations, init, penalty)
-    return MeanFieldResult(r, iterations, change)
+def _marginals(log_r: Array, lengths: Array) -> Array:
+    """r (B, N, T), zero on padding."""
+    return jnp.exp(log_r) * position_mask(lengths, log_r.shape[1])[..., None]
 
 
-def marginals(
-    emissions: Array,
-    transitions: Array,
-    lengths: Array,
-    *,
-    start: Array | None = None,
-    end: Array | None = None,
-    validate: bool = True,
-    iterations: int = DEFAULT_ITERATIONS,
-    init: str = "unary",
-    penalty: float = DEFAULT_PENALTY,
-) -> tuple[Array, Array]:
+def marginals(emissions, transitions, lengths, start, end, **options):
     """Factorised marginals r (B, N, T) and their products ``r_i ⊗ r_{i+1}`` (B, N-1, T, T)."""
-    result = solve(
-        emissions,
-        transitions,
-        lengths,
-        start=start,
-        end=end,
-        validate=validate,
-        iterations=iterations,
-        init=init,
-        penalty=penalty,
-    )
-    return product_marginals(result.unary, lengths)
+    log_r = _iterate(emissions, transitions, lengths, start, end, **options)
+    return product_marginals(_marginals(log_r, lengths), lengths)
 
 
-def decode(
-    emissions: Array,
-    transitions: Array,
-    lengths: Array,
-    *,
-    start: Array | None = None,
-    end: Array | None = None,
-    validate: bool = True,
-    iterations: int = DEFAULT_ITERATIONS,
-    init: str = "unary",
-    penalty: float = DEFAULT_PENALTY,
-) -> Array:
+def decode(emissions, transitions, lengths, start, end, **options):
     """Most probable tag of each factorised marginal (B, N), -1 on padding."""
-    result = solve(
-        emissions,
-        transitions,
-        lengths,
-        start=start,
-        end=end,
-        validate=validate,
-        iterations=iterations,
-        init=init,
-        penalty=penalty,
-    )
-    return argmax_tags(result.unary, lengths)
+    log_r = _iterate(emissions, transitions, lengths, start, end, **options)
+    return argmax_tags(_marginals(log_r, lengths), lengths)
 
 
-def loss(
-    emissions: Array,
-    transitions: Array,
-    lengths: Array,
-    tags: Array,
-    *,
-    start: Array | None = None,
-    end: Array | None = None,
-    validate: bool = True,
-    iterations: int = DEFAULT_ITERATIONS,
-    init: str = "unary",
-    penalty: float = DEFAULT_PENALTY,
-) -> Array:
+def loss(emissions, transitions, lengths, tags, start, end, **options):
     """Token cross-entropy on the final marginals (B,), backpropagated through every update (AIN)."""
-    _check_options(iterations, init, penalty)
-    if validate:
-        _validate.check_gold(emissions, transitions, lengths, tags, start, end)
-    log_r, _ = _iterate(emissions, transitions, lengths, start, end, iterations, init, penalty)
-    return token_nll(log_r, lengths, tags)
+    return token_nll(_iterate(emissions, transitions, lengths, start, end, **options), lengths, tags)
 
 
-def partial_loss(
-    emissions: Array,
-    transitions: Array,
-    lengths: Array,
-    allowed: Array,
-    *,
-    start: Array | None = None,
-    end: Array | None = None,
-    validate: bool = True,
-    iterations: int = DEFAULT_ITERATIONS,
-    init: str = "unary",
-    penalty: float = DEFAULT_PENALTY,
-) -> Array:
+def partial_loss(emissions, transitions, lengths, allowed, start, end, **options):
     """``−Σ_i log Σ_{t allowed} r_i(t)`` (B,) on the final marginals, through every update."""
-    _check_options(iterations, init, penalty)
-    if validate:
-        _validate.check_partial(emissions, transitions, lengths, allowed, start, end)
-    log_r, _ = _iterate(emissions, transitions, lengths, start, end, iterations, init, penalty)
+    log_r = _iterate(emissions, transitions, lengths, start, end, **options)
     return token_partial_nll(log_r, lengths, allowed)
 
 
-def log_partition(
-    emissions: Array,
-    transitions: Array,
-    lengths: Array,
-    *,
-    start: Array | None = None,
-    end: Array | None = None,
-    validate: bool = True,
-    iterations: int = DEFAULT_ITERATIONS,
-    init: str = "unary",
-    penalty: float = DEFAULT_PENALTY,
-) -> Array:
+def log_partition(emissions, transitions, lengths, start, end, **options):
     """Mean-field lower bound ``E_r[score] + H(r)`` (B,) with -inf transitions at ``penalty``.
 
     For finite scores it never exceeds the exact ``log Z``.
     """
-    _check_options(iterations, init, penalty)
-    if validate:
-        _validate.check_scores(emissions, transitions, lengths, start, end)
-    return _lower_bound(emissions, transitions, lengths, start, end, iterations, init, penalty)
+    log_r = _iterate(emissions, transitions, lengths, start, end, **options)
+    return _lower_bound(emissions, transitions, lengths, start, end, log_r, options["penalty"])
+
+
+def solve(emissions, transitions, lengths, start, end, **options):
+    """The marginals with their lower bound and the size of each update
+    (``implementations.solver.SolverOutput``)."""
+    output = SolverOutput(*_solve(emissions, transitions, lengths, start, end, **options))
+    return output if options["tolerance"] is not None else output._replace(iterations=options["iterations"])
+
+
+@partial(jax.jit, static_argnames=("iterations", "init", "penalty", "tolerance"))
+def _solve(emissions, transitions, lengths, start, end, *, iterations, init, penalty, tolerance):
+    initial, step, error = _setup(emissions, transitions, lengths, start, end, init, penalty)
+    log_r, run, errors = iterate_with_errors(step, initial, iterations, tolerance, error)
+    unary, pairwise = product_marginals(_marginals(log_r, lengths), lengths)
+    value = _lower_bound(emissions, transitions, lengths, start, end, log_r, penalty)
+    converged = errors[run - 1] <= (tolerance or 0.0)
+    return unary, pairwise, value, run, converged, errors

@@ -8,14 +8,14 @@ Modules:
 
 - :mod:`.brute_force` -- enumerate all ``T**n`` tag sequences: scores, ``log Z``, exact
   marginals, best path, ``log Z`` restricted to an allowed mask (exact CRF oracle).
-- :mod:`.ibp` -- the BCRF iterative Bregman projections (digest §1.4), cluster by cluster.
+- :mod:`.ibp` -- the BCRF iterative Bregman projections (docs/derivations.md §3.4), cluster by cluster.
 - :mod:`.bregman_convex` -- an independent convex solve of ``max_{q in conv(Y)} <q, θ> + H(q)``
   via its smooth dual (the BCRF limit point).
 - :mod:`.meanfield` -- naive mean field with parallel (Jacobi) updates, loop by loop.
 - :mod:`.unstructured` -- per-token softmax baseline and its "repair" decoder.
 - :mod:`.common` -- warning-free ``logsumexp``/``softmax``, the contract's arc-weight folding.
 
-Conventions (shared with the backends' contract, ``docs/API.md``): a single instance is given by
+Conventions (shared with the backends' contract, ``docs/contract.md``): a single instance is given by
 ``emissions (n, T)``, ``transitions`` either ``(T, T)`` (shared) or ``(n - 1, T, T)`` (per
 position, axis order ``[prev, cur]``), and optional ``start``/``end`` of shape ``(T,)``.
 ``-inf`` forbids a tag or a transition.

@@ -1,7 +1,7 @@
 """Independent solve of the BCRF problem ``B_Y(θ) = max_{q ∈ conv(Y)} <q, θ> + H(q)``.
 
 Used to check where IBP converges to, without sharing any code or idea with it beyond the
-problem statement (digest §1.2–1.3):
+problem statement (docs/derivations.md §3.1–3.2):
 
 - ``conv(Y)`` for a chain of ``n >= 2`` positions is ``{q >= 0 : every arc group sums to one,
   in-flow = out-flow at every inner node}`` (Prop. 2; the group sums are redundant for

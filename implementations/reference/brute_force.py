@@ -147,14 +147,3 @@ def best(
     second = float(enum.scores[order[1]]) if len(order) > 1 else -np.inf
     gap = top - second if np.isfinite(second) else np.inf
     return top, enum.paths[order[0]].copy(), gap
-
-
-def has_valid_path(
-    emissions: np.ndarray,
-    transitions: np.ndarray,
-    start: np.ndarray | None = None,
-    end: np.ndarray | None = None,
-    allowed: np.ndarray | None = None,
-) -> bool:
-    """Whether at least one (allowed) sequence has a finite score."""
-    return bool(np.isfinite(log_partition(emissions, transitions, start, end, allowed)))

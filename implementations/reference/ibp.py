@@ -1,6 +1,6 @@
 """BCRF inference by iterative Bregman (KL) projections, cluster by cluster in a Python loop.
 
-This is the seeds digest §1.4 "Algorithm 1 (reconstructed)", written literally:
+This is the docs/derivations.md §3.4 (Algorithm 1, reconstructed), written literally:
 
 - ``L = w / τ`` (log of the Gibbs point ``exp(w/τ)``), every arc group then shifted so that it
   sums to one (a per-group shift never changes an iterate after the first projection; it is what
@@ -65,9 +65,9 @@ def project_cluster(log_q: np.ndarray, p: int) -> None:
             log_q[p, t, :] = -np.inf
 
 
-def initial_log_q(w: np.ndarray, tau: float, normalise: bool = True) -> np.ndarray:
+def initial_log_q(w: np.ndarray, temperature: float, normalise: bool = True) -> np.ndarray:
     """``w / τ``, each arc group shifted to sum to one in probability space if ``normalise``."""
-    log_q = np.asarray(w, dtype=np.float64) / tau
+    log_q = np.asarray(w, dtype=np.float64) / temperature
     if normalise:
         for i in range(log_q.shape[0]):
             log_q[i] = log_q[i] - logsumexp(log_q[i])
@@ -76,7 +76,7 @@ def initial_log_q(w: np.ndarray, tau: float, normalise: bool = True) -> np.ndarr
 
 def ibp(
     w: np.ndarray,
-    tau: float = 1.0,
+    temperature: float = 1.0,
     iterations: int = 10,
     order: str = "odd-even",
     normalise: bool = True,
@@ -88,7 +88,7 @@ def ibp(
     """
     if order not in ORDERS:
         raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
-    log_q = initial_log_q(w, tau, normalise)
+    log_q = initial_log_q(w, temperature, normalise)
     n = log_q.shape[0] + 1
     sweeps = ("odd", "even") if order == "odd-even" else ("even", "odd")
     for _ in range(iterations):
@@ -155,7 +155,7 @@ def bcrf(
     start: np.ndarray | None = None,
     end: np.ndarray | None = None,
     *,
-    tau: float = 1.0,
+    temperature: float = 1.0,
     iterations: int = 10,
     order: str = "odd-even",
 ) -> BCRFResult:
@@ -167,7 +167,7 @@ def bcrf(
     emissions = np.asarray(emissions, dtype=np.float64)
     n, num_tags = emissions.shape
     if n == 1:
-        theta = unary_scores(emissions, start, end)[0] / tau
+        theta = unary_scores(emissions, start, end)[0] / temperature
         unary = softmax(theta)[None, :]
         return BCRFResult(
             unary,
@@ -177,6 +177,6 @@ def bcrf(
             0.0,
         )
     w = fold_arc_weights(emissions, transitions, start, end)
-    log_q = ibp(w, tau, iterations, order)
+    log_q = ibp(w, temperature, iterations, order)
     q = np.exp(log_q)
-    return BCRFResult(node_marginals(q), q, log_q, bregman_value(q, w / tau), violation(q))
+    return BCRFResult(node_marginals(q), q, log_q, bregman_value(q, w / temperature), violation(q))

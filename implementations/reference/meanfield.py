@@ -1,9 +1,9 @@
 """Naive mean field for a linear chain with parallel (Jacobi) updates, written as loops.
 
-Digest §1.6 with the contract's conventions: the model is the chain CRF itself (node scores =
-emissions, plus ``start`` at position 0 and ``end`` at the last position; transitions between
-neighbours). ``r_i`` is a distribution over tags at every position; one iteration recomputes all
-of them *from the previous iterate*:
+Mean field as in docs/derivations.md §4, with the contract's conventions: the model is the chain
+CRF itself (node scores = emissions, plus ``start`` at position 0 and ``end`` at the last
+position; transitions between neighbours). ``r_i`` is a distribution over tags at every
+position; one iteration recomputes all of them *from the previous iterate*:
 
 ``r_i(t) ∝ exp(u_i(t) + Σ_{t'} r_{i-1}(t') trans[i-1, t', t] + Σ_{t'} r_{i+1}(t') trans[i, t, t'])``
 

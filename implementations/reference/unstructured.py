@@ -1,4 +1,4 @@
-"""The unstructured baseline (digest §1.7): every token on its own, softmax of its emissions.
+"""The unstructured baseline (docs/derivations.md §5): every token on its own, softmax of its emissions.
 
 Transitions, ``start`` and ``end`` play no part in the scores. They matter only to the
 ``repair`` decoder, which returns the best *valid* sequence -- valid meaning that no used

@@ -1,80 +1,19 @@
-"""Contract checks for torch inputs: shapes and values (``contract``) plus the ones that need
-inference: is any tag sequence allowed, and is the gold sequence's score finite."""
+"""Contract checks for torch inputs (``implementations._validation``, with torch's pieces)."""
 
 from __future__ import annotations
 
 import torch
-from torch import Tensor
 
-from .. import contract
+from .._validation import Checks
 from . import _chain
 from ._scores import forbidden_pattern, gold_score, mask_emissions
 
-
-def _has_forbidden(*scores: Tensor | None) -> bool:
-    return any(s is not None and bool(torch.isneginf(s).any()) for s in scores)
-
-
-def _check_feasible(
-    emissions: Tensor,
-    transitions: Tensor,
-    lengths: Tensor,
-    start: Tensor | None,
-    end: Tensor | None,
-    problem: str,
-) -> None:
-    """Raise for sequences whose every tag sequence has score -inf (a max-plus pass on the
-    -inf pattern; skipped when no score is -inf, since then every sequence is allowed)."""
-    if not _has_forbidden(emissions, transitions, start, end):
-        return
-    best, _ = _chain.viterbi(
-        *map(forbidden_pattern, (emissions, transitions)), lengths, *map(forbidden_pattern, (start, end))
-    )
-    contract.raise_for_rows(torch.isneginf(best), problem)
-
-
-def check_scores(
-    emissions: Tensor, transitions: Tensor, lengths: Tensor, start: Tensor | None, end: Tensor | None
-) -> contract.ChainShape:
-    """Validate the scores; every sequence must allow at least one tag sequence."""
-    shape = contract.check_scores(emissions, transitions, lengths, start, end)
-    _check_feasible(
-        emissions, transitions, lengths, start, end, "allow no tag sequence (every path has score -inf)"
-    )
-    return shape
-
-
-def check_gold(
-    emissions: Tensor,
-    transitions: Tensor,
-    lengths: Tensor,
-    tags: Tensor,
-    start: Tensor | None,
-    end: Tensor | None,
-) -> None:
-    """Validate the scores and gold tags; the gold sequence's score must be finite."""
-    shape = check_scores(emissions, transitions, lengths, start, end)
-    contract.check_tags(tags, shape, lengths)
-    score = gold_score(emissions.detach(), transitions.detach(), lengths, tags, start, end)
-    contract.raise_for_rows(torch.isneginf(score), "have a gold tag sequence (tags) with score -inf")
-
-
-def check_partial(
-    emissions: Tensor,
-    transitions: Tensor,
-    lengths: Tensor,
-    allowed: Tensor,
-    start: Tensor | None,
-    end: Tensor | None,
-) -> None:
-    """Validate the scores and the partial-annotation mask; it must allow some tag sequence."""
-    shape = check_scores(emissions, transitions, lengths, start, end)
-    contract.check_allowed(allowed, shape)
-    _check_feasible(
-        mask_emissions(emissions.detach(), allowed),
-        transitions,
-        lengths,
-        start,
-        end,
-        "allow no tag sequence under the partial annotation (allowed)",
-    )
+_CHECKS = Checks(
+    viterbi=_chain.viterbi,
+    gold_score=gold_score,
+    mask_emissions=mask_emissions,
+    isneginf=torch.isneginf,
+    constant=torch.Tensor.detach,
+    forbidden_pattern=forbidden_pattern,
+)
+check_scores, check_gold, check_partial = _CHECKS.check_scores, _CHECKS.check_gold, _CHECKS.check_partial

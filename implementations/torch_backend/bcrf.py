@@ -3,7 +3,7 @@ iterative Bregman projections (IBP) whose depth does not grow with N.
 
 ``q = argmax_{q ∈ conv(Y)} <q, w/τ> + H(q)`` is approached by alternating KL projections onto
 C_odd and C_even (the paper's 1-indexed inner clusters); each projection resets every node's
-throughput to the normalised geometric mean of its in- and out-flow (seeds digest §1.4). One
+throughput to the normalised geometric mean of its in- and out-flow (docs/derivations.md §3.3). One
 *iteration* is one projection onto C_odd then one onto C_even (``order="odd-even"``). All work is
 in log space; a node with no in- or out-mass is killed (``alive``) so -inf never becomes NaN, and
 clusters past a sequence's length are skipped, so padding never changes a result.
@@ -15,36 +15,16 @@ of longer sequences unchanged because they are invariant to per-group shifts).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from .. import contract
-from . import _validate
+from ..solver import SolverOutput
+from ._fixed_point import iterate, iterate_with_errors
 from ._scores import arc_weights, gold_score, mask_emissions, position_mask
 from ._semiring import logsumexp
-
-ORDERS = ("odd-even", "even-odd")
-GRADIENTS = ("danskin", "unrolled")
-DEFAULT_ITERATIONS = 10
-DECODE_TEMPERATURE = 0.1  # the paper decodes with τ⁻¹ = 10
-
-
-class IBPResult(NamedTuple):
-    """What :func:`solve` returns: the iterate and how far it is from the polytope."""
-
-    unary: Tensor  # (B, N, T) node marginals read off the arc marginals, zero on padding
-    pairwise: Tensor  # (B, N-1, T, T) arc marginals q, zero on padding
-    log_partition: Tensor  # (B,) B_Y(w/τ) = <q, w/τ> + H(q) at the iterate
-    iterations: int  # iterations run (pairs of projections)
-    violation: Tensor  # (B,) largest error in the polytope's constraints (unit in-flow, flow conservation)
-
-
-def _check_options(iterations: int, temperature: float, order: str) -> None:
-    contract.check_positive("iterations", iterations, integer=True)
-    contract.check_positive("temperature", temperature)
-    contract.check_choice("order", order, ORDERS)
+from ._tokens import argmax_tags
 
 
 def _first_clusters(order: str) -> tuple[int, int]:
@@ -86,44 +66,71 @@ def _project(log_q: Tensor, lengths: Tensor, first: int) -> Tensor:
     return log_q + (rows.unsqueeze(-1) + columns.unsqueeze(-2))
 
 
-def _iterate(weights: Tensor, lengths: Tensor, temperature: float, iterations: int, order: str) -> Tensor:
-    """Log arc marginals ``log q`` (B, N-1, T, T) after ``iterations`` pairs of projections."""
+def _initial(weights: Tensor, temperature: float) -> Tensor:
+    """``log q`` before the first projection: ``w/τ`` with every arc group normalised."""
     log_q = weights / temperature
-    log_q = log_q - logsumexp(log_q.flatten(2), dim=-1)[:, :, None, None]
-    for _ in range(iterations):
+    return log_q - logsumexp(log_q.flatten(2), dim=-1)[:, :, None, None]
+
+
+def _step(lengths: Tensor, order: str):
+    """One iteration: a projection onto each parity of inner clusters, in ``order``."""
+
+    def step(log_q: Tensor) -> Tensor:
         for first in _first_clusters(order):
             log_q = _project(log_q, lengths, first)
-    return log_q
+        return log_q
+
+    return step
+
+
+def _error(lengths: Tensor):
+    """The convergence error of an iterate: its constraint violation (B,)."""
+    return lambda log_q, _: _violation(_arc_marginals(log_q, lengths), lengths)
+
+
+def _iterate(
+    weights: Tensor, lengths: Tensor, temperature: float, iterations: int, order: str, tolerance: float | None
+) -> Tensor:
+    """Log arc marginals ``log q`` (B, N-1, T, T) after ``iterations`` pairs of projections."""
+    initial = _initial(weights, temperature)
+    return iterate(_step(lengths, order), initial, iterations, tolerance, _error(lengths))
 
 
 def _arc_mask(lengths: Tensor, num_arcs: int) -> Tensor:
     return position_mask(lengths - 1, num_arcs)[:, :, None, None]
 
 
-def _read_off(
-    log_q: Tensor, weights: Tensor, singles: Tensor, lengths: Tensor, temperature: float
-) -> tuple[Tensor, Tensor, Tensor]:
-    """Unary (B, N, T), pairwise (B, N-1, T, T) and ``B_Y(w/τ)`` (B,) at the iterate ``log q``."""
-    batch, num_arcs = log_q.shape[:2]
-    arcs = _arc_mask(lengths, num_arcs)
-    pairwise = torch.where(arcs, torch.exp(log_q), 0.0)
+def _arc_marginals(log_q: Tensor, lengths: Tensor) -> Tensor:
+    """q (B, N-1, T, T), zero on padding."""
+    return torch.where(_arc_mask(lengths, log_q.shape[1]), torch.exp(log_q), 0.0)
+
+
+def _unary(pairwise: Tensor, singles: Tensor, lengths: Tensor, temperature: float) -> Tensor:
+    """Node marginals (B, N, T) read off the arc marginals; a softmax for length-1 sequences."""
+    batch, num_arcs = pairwise.shape[:2]
     single = lengths == 1
-    single_log_probs = torch.log_softmax(singles / temperature, dim=-1)
     # tag i < len - 1 from the arcs leaving it; the last tag from the arcs entering it
     leaving = torch.cat([pairwise.sum(-1), pairwise.new_zeros(batch, 1, singles.shape[-1])], dim=1)
     entering = leaving[:, 0]  # any (B, T) placeholder: only read where a sequence has arcs
     if num_arcs:
         last_arc = (lengths - 2).clamp(min=0)[:, None, None].expand(-1, 1, singles.shape[-1])
         entering = pairwise.sum(-2).gather(1, last_arc).squeeze(1)
-    last_tag = torch.where(single.unsqueeze(-1), torch.exp(single_log_probs), entering)
+    last_tag = torch.where(
+        single.unsqueeze(-1), torch.exp(torch.log_softmax(singles / temperature, dim=-1)), entering
+    )
     is_last = torch.arange(num_arcs + 1, device=lengths.device) == (lengths - 1).unsqueeze(-1)
-    unary = torch.where(is_last.unsqueeze(-1), last_tag.unsqueeze(1), leaving)
-    # B_Y(w/τ) = Σ q (w/τ − log q); arcs with q = 0 contribute 0 (guarded before the product)
-    live = arcs & torch.isfinite(log_q)
+    return torch.where(is_last.unsqueeze(-1), last_tag.unsqueeze(1), leaving)
+
+
+def _value(
+    log_q: Tensor, pairwise: Tensor, weights: Tensor, singles: Tensor, lengths: Tensor, temperature: float
+) -> Tensor:
+    """``B_Y(w/τ) = Σ q (w/τ − log q)`` (B,) at the iterate; arcs with q = 0 contribute 0 (guarded
+    before the product); a length-1 sequence's is the log-sum-exp of its tag scores."""
+    live = _arc_mask(lengths, log_q.shape[1]) & torch.isfinite(log_q)
     gap = torch.where(live, weights / temperature - log_q, 0.0)
     value = (pairwise * gap).flatten(1).sum(-1)
-    value = torch.where(single, logsumexp(singles / temperature, dim=-1), value)
-    return unary, pairwise, value
+    return torch.where(lengths == 1, logsumexp(singles / temperature, dim=-1), value)
 
 
 def _violation(pairwise: Tensor, lengths: Tensor) -> Tensor:
@@ -138,12 +145,14 @@ def _violation(pairwise: Tensor, lengths: Tensor) -> Tensor:
 
 
 def _danskin_pieces(
-    weights: Tensor, singles: Tensor, lengths: Tensor, temperature: float, iterations: int, order: str
+    weights: Tensor, singles: Tensor, lengths: Tensor, temperature: float, *solver: Any
 ) -> tuple[Tensor, Tensor, Tensor]:
     """``τ B_Y(w/τ)`` (B,) at the iterate, and its Danskin gradient: the arc marginals q
-    (B, N-1, T, T) and the tag probabilities of length-1 sequences (B, T), zero for longer ones."""
-    log_q = _iterate(weights, lengths, temperature, iterations, order)
-    _, pairwise, value = _read_off(log_q, weights, singles, lengths, temperature)
+    (B, N-1, T, T) and the tag probabilities of length-1 sequences (B, T), zero for longer ones.
+    ``solver`` is ``(iterations, order, tolerance)``."""
+    log_q = _iterate(weights, lengths, temperature, *solver)
+    pairwise = _arc_marginals(log_q, lengths)
+    value = _value(log_q, pairwise, weights, singles, lengths, temperature)
     single_probs = torch.softmax(singles / temperature, dim=-1) * (lengths == 1).unsqueeze(-1)
     return temperature * value, pairwise, single_probs
 
@@ -160,8 +169,8 @@ class _DanskinValue(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, weights, singles, lengths, temperature, iterations, order):  # type: ignore[override]
-        options = (temperature, iterations, order)
+    def forward(ctx, weights, singles, lengths, temperature, iterations, order, tolerance):  # type: ignore[override]
+        options = (temperature, iterations, order, tolerance)
         value, pairwise, single_probs = _danskin_pieces(weights, singles, lengths, *options)
         ctx.save_for_backward(weights, singles, lengths, pairwise, single_probs)
         ctx.options = options
@@ -172,7 +181,7 @@ class _DanskinValue(torch.autograd.Function):
         weights, singles, lengths, pairwise, single_probs = ctx.saved_tensors
         if torch.is_grad_enabled():  # create_graph: record the iterations the gradient comes from
             _, pairwise, single_probs = _danskin_pieces(weights, singles, lengths, *ctx.options)
-        return grad[:, None, None, None] * pairwise, grad[:, None] * single_probs, None, None, None, None
+        return grad[:, None, None, None] * pairwise, grad[:, None] * single_probs, *(None,) * 5
 
 
 def _scaled_value(
@@ -182,134 +191,55 @@ def _scaled_value(
     temperature: float,
     iterations: int,
     order: str,
+    tolerance: float | None,
     gradient: str,
 ) -> Tensor:
     """``τ B_Y(w/τ)`` (B,) differentiated by Danskin or by backpropagation through the iterations."""
     if gradient == "danskin":
-        return _DanskinValue.apply(weights, singles, lengths, temperature, iterations, order)
-    log_q = _iterate(weights, lengths, temperature, iterations, order)
-    return temperature * _read_off(log_q, weights, singles, lengths, temperature)[2]
+        return _DanskinValue.apply(weights, singles, lengths, temperature, iterations, order, tolerance)
+    log_q = _iterate(weights, lengths, temperature, iterations, order, tolerance)
+    pairwise = _arc_marginals(log_q, lengths)
+    return temperature * _value(log_q, pairwise, weights, singles, lengths, temperature)
 
 
-def solve(
-    emissions: Tensor,
-    transitions: Tensor,
-    lengths: Tensor,
-    *,
-    start: Tensor | None = None,
-    end: Tensor | None = None,
-    validate: bool = True,
-    iterations: int = DEFAULT_ITERATIONS,
-    temperature: float = 1.0,
-    order: str = "odd-even",
-) -> IBPResult:
-    """Run IBP and return the iterate with its value and constraint violation."""
-    _check_options(iterations, temperature, order)
-    if validate:
-        _validate.check_scores(emissions, transitions, lengths, start, end)
-    weights, singles = arc_weights(emissions, transitions, lengths, start, end)
-    log_q = _iterate(weights, lengths, temperature, iterations, order)
-    unary, pairwise, value = _read_off(log_q, weights, singles, lengths, temperature)
-    return IBPResult(unary, pairwise, value, iterations, _violation(pairwise, lengths))
-
-
-def marginals(
-    emissions: Tensor,
-    transitions: Tensor,
-    lengths: Tensor,
-    *,
-    start: Tensor | None = None,
-    end: Tensor | None = None,
-    validate: bool = True,
-    iterations: int = DEFAULT_ITERATIONS,
-    temperature: float = 1.0,
-    order: str = "odd-even",
-) -> tuple[Tensor, Tensor]:
+def marginals(emissions, transitions, lengths, start, end, *, iterations, temperature, order, tolerance):
     """IBP iterate ≈ ∇B_Y(w/τ): node marginals (B, N, T) and arc marginals (B, N-1, T, T)."""
-    result = solve(
-        emissions,
-        transitions,
-        lengths,
-        start=start,
-        end=end,
-        validate=validate,
-        iterations=iterations,
-        temperature=temperature,
-        order=order,
-    )
-    return result.unary, result.pairwise
+    weights, singles = arc_weights(emissions, transitions, lengths, start, end)
+    log_q = _iterate(weights, lengths, temperature, iterations, order, tolerance)
+    pairwise = _arc_marginals(log_q, lengths)
+    return _unary(pairwise, singles, lengths, temperature), pairwise
 
 
-def log_partition(
-    emissions: Tensor,
-    transitions: Tensor,
-    lengths: Tensor,
-    *,
-    start: Tensor | None = None,
-    end: Tensor | None = None,
-    validate: bool = True,
-    iterations: int = DEFAULT_ITERATIONS,
-    temperature: float = 1.0,
-    order: str = "odd-even",
-) -> Tensor:
+def decode(emissions, transitions, lengths, start, end, **options):
+    """MBR decoding (B, N): the most probable tag of every node marginal at τ (default 0.1),
+    -1 on padding. Like the paper's, the output can contain a forbidden bigram before convergence."""
+    return argmax_tags(marginals(emissions, transitions, lengths, start, end, **options)[0], lengths)
+
+
+def log_partition(emissions, transitions, lengths, start, end, *, iterations, temperature, order, tolerance):
     """``B_Y(w/τ) = <q, w/τ> + H(q)`` (B,) at the IBP iterate; differentiable by autograd."""
-    return solve(
-        emissions,
-        transitions,
-        lengths,
-        start=start,
-        end=end,
-        validate=validate,
-        iterations=iterations,
-        temperature=temperature,
-        order=order,
-    ).log_partition
+    weights, singles = arc_weights(emissions, transitions, lengths, start, end)
+    log_q = _iterate(weights, lengths, temperature, iterations, order, tolerance)
+    return _value(log_q, _arc_marginals(log_q, lengths), weights, singles, lengths, temperature)
 
 
-def decode(
-    emissions: Tensor,
-    transitions: Tensor,
-    lengths: Tensor,
-    *,
-    start: Tensor | None = None,
-    end: Tensor | None = None,
-    validate: bool = True,
-    iterations: int = DEFAULT_ITERATIONS,
-    temperature: float = DECODE_TEMPERATURE,
-    order: str = "odd-even",
-) -> Tensor:
-    """MBR decoding (B, N): the most probable tag of every node marginal at τ (default 0.1).
-
-    Like the paper's, the output can contain a forbidden bigram before convergence.
-    """
-    unary, _ = marginals(
-        emissions,
-        transitions,
-        lengths,
-        start=start,
-        end=end,
-        validate=validate,
-        iterations=iterations,
-        temperature=temperature,
-        order=order,
+def solve(emissions, transitions, lengths, start, end, *, iterations, temperature, order, tolerance):
+    """The IBP iterate with its value ``B_Y(w/τ)`` and its constraint violation after each
+    iteration (``implementations.solver.SolverOutput``)."""
+    weights, singles = arc_weights(emissions, transitions, lengths, start, end)
+    initial = _initial(weights, temperature)
+    log_q, run, errors = iterate_with_errors(
+        _step(lengths, order), initial, iterations, tolerance, _error(lengths)
     )
-    return torch.where(position_mask(lengths, emissions.shape[1]), unary.argmax(-1), -1)
+    pairwise = _arc_marginals(log_q, lengths)
+    value = _value(log_q, pairwise, weights, singles, lengths, temperature)
+    converged = errors[run - 1] <= (tolerance or 0.0)
+    return SolverOutput(
+        _unary(pairwise, singles, lengths, temperature), pairwise, value, run, converged, errors
+    )
 
 
-def loss(
-    emissions: Tensor,
-    transitions: Tensor,
-    lengths: Tensor,
-    tags: Tensor,
-    *,
-    start: Tensor | None = None,
-    end: Tensor | None = None,
-    validate: bool = True,
-    iterations: int = DEFAULT_ITERATIONS,
-    temperature: float = 1.0,
-    gradient: str = "danskin",
-    order: str = "odd-even",
-) -> Tensor:
+def loss(emissions, transitions, lengths, tags, start, end, **options):
     """Fenchel–Young loss (B,): ``τ B_Y(w/τ) − <w, y>``, gradient ``q − y`` with ``"danskin"``.
 
     ``gradient="unrolled"`` backpropagates through the iterations instead; both agree at
@@ -319,36 +249,13 @@ def loss(
     modes: with ``"danskin"`` they differentiate the gradient it returns, ``q − y``, with ``q``
     differentiated through the iterations (before convergence its Jacobian is not symmetric).
     """
-    _check_options(iterations, temperature, order)
-    contract.check_choice("gradient", gradient, GRADIENTS)
-    if validate:
-        _validate.check_gold(emissions, transitions, lengths, tags, start, end)
-    weights, singles = arc_weights(emissions, transitions, lengths, start, end)
-    value = _scaled_value(weights, singles, lengths, temperature, iterations, order, gradient)
+    value = _scaled_value(*arc_weights(emissions, transitions, lengths, start, end), lengths, **options)
     return value - gold_score(emissions, transitions, lengths, tags, start, end)
 
 
-def partial_loss(
-    emissions: Tensor,
-    transitions: Tensor,
-    lengths: Tensor,
-    allowed: Tensor,
-    *,
-    start: Tensor | None = None,
-    end: Tensor | None = None,
-    validate: bool = True,
-    iterations: int = DEFAULT_ITERATIONS,
-    temperature: float = 1.0,
-    gradient: str = "danskin",
-    order: str = "odd-even",
-) -> Tensor:
+def partial_loss(emissions, transitions, lengths, allowed, start, end, **options):
     """Partial-label Fenchel–Young loss (B,): ``τ B_Y(w/τ) − τ B_Ỹ(w/τ)``, two IBP runs, the second
     with every tag that ``allowed`` (B, N, T) forbids set to -inf."""
-    _check_options(iterations, temperature, order)
-    contract.check_choice("gradient", gradient, GRADIENTS)
-    if validate:
-        _validate.check_partial(emissions, transitions, lengths, allowed, start, end)
-    options = (temperature, iterations, order, gradient)
-    full = _scaled_value(*arc_weights(emissions, transitions, lengths, start, end), lengths, *options)
+    full = _scaled_value(*arc_weights(emissions, transitions, lengths, start, end), lengths, **options)
     masked = arc_weights(mask_emissions(emissions, allowed), transitions, lengths, start, end)
-    return full - _scaled_value(*masked, lengths, *options)
+    return full - _scaled_value(*masked, lengths, **options)

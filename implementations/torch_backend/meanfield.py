@@ -17,35 +17,15 @@ field and hard constraints").
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .. import contract
-from . import _validate
+from ..solver import SolverOutput
+from ._fixed_point import iterate, iterate_with_errors
 from ._scores import boundary, clean_padding, position_mask
 from ._tokens import argmax_tags, product_marginals, token_nll, token_partial_nll
-
-INITS = ("unary", "uniform")
-DEFAULT_ITERATIONS = 10
-DEFAULT_PENALTY = 0.0
-
-
-class MeanFieldResult(NamedTuple):
-    """What :func:`solve` returns: the factorised marginals and how much the last update moved."""
-
-    unary: Tensor  # (B, N, T) r after the last update, zero on padding
-    iterations: int  # updates run
-    change: Tensor  # (B,) max |r_k − r_{k−1}| of the last update
-
-
-def _check_options(iterations: int, init: str, penalty: float) -> None:
-    contract.check_positive("iterations", iterations, integer=True)
-    contract.check_choice("init", init, INITS)
-    if not (math.isfinite(penalty) and penalty <= 0):
-        raise ValueError(f"penalty must be a finite score <= 0 replacing -inf transitions, got {penalty!r}")
 
 
 def _tag_scores(emissions: Tensor, lengths: Tensor, start: Tensor | None, end: Tensor | None) -> Tensor:
@@ -75,171 +55,44 @@ def _messages(r: Tensor, transitions: Tensor, arcs: Tensor) -> Tensor:
     return F.pad(from_left * arcs, (0, 0, 1, 0)) + F.pad(from_right * arcs, (0, 0, 0, 1))
 
 
-def _iterate(
+def _setup(
     emissions: Tensor,
     transitions: Tensor,
     lengths: Tensor,
     start: Tensor | None,
     end: Tensor | None,
-    iterations: int,
     init: str,
     penalty: float,
-) -> tuple[Tensor, Tensor]:
-    """Log marginals after the last update and after the one before it, both (B, N, T)."""
+):
+    """The first iterate ``log r`` (B, N, T), the update step and its error (the largest change of a
+    marginal, (B,)); nothing crosses into padding."""
     mask = position_mask(lengths, emissions.shape[1])
     scores = _tag_scores(torch.where(mask.unsqueeze(-1), emissions, 0.0), lengths, start, end)
     transitions = _penalised(transitions, penalty)
     arcs = mask[:, 1:].unsqueeze(-1).to(scores.dtype)
     if init == "unary":
-        log_r = torch.log_softmax(scores, dim=-1)
+        initial = torch.log_softmax(scores, dim=-1)
     else:
-        log_r = torch.full_like(scores, -math.log(scores.shape[-1]))
-    previous = log_r
-    for _ in range(iterations):
-        messages = _messages(torch.exp(log_r), transitions, arcs)
-        previous, log_r = log_r, torch.log_softmax(scores + messages, dim=-1)
-    return log_r, previous
+        initial = torch.full_like(scores, -math.log(scores.shape[-1]))
+
+    def step(log_r: Tensor) -> Tensor:
+        return torch.log_softmax(scores + _messages(torch.exp(log_r), transitions, arcs), dim=-1)
+
+    def error(log_r: Tensor, previous: Tensor) -> Tensor:
+        change = (torch.exp(log_r) - torch.exp(previous)) * mask.unsqueeze(-1)
+        return change.abs().flatten(1).amax(-1)
+
+    return initial, step, error
 
 
-def solve(
-    emissions: Tensor,
-    transitions: Tensor,
-    lengths: Tensor,
-    *,
-    start: Tensor | None = None,
-    end: Tensor | None = None,
-    validate: bool = True,
-    iterations: int = DEFAULT_ITERATIONS,
-    init: str = "unary",
-    penalty: float = DEFAULT_PENALTY,
-) -> MeanFieldResult:
-    """Run the parallel updates and report the marginals and the size of the last update."""
-    _check_options(iterations, init, penalty)
-    if validate:
-        _validate.check_scores(emissions, transitions, lengths, start, end)
-    log_r, previous = _iterate(emissions, transitions, lengths, start, end, iterations, init, penalty)
-    mask = position_mask(lengths, emissions.shape[1]).unsqueeze(-1)
-    r = torch.exp(log_r) * mask
-    change = ((r - torch.exp(previous) * mask).abs().flatten(1)).amax(-1)
-    return MeanFieldResult(r, iterations, change)
+def _iterate(emissions, transitions, lengths, start, end, *, iterations, init, penalty, tolerance) -> Tensor:
+    """Log marginals ``log r`` (B, N, T) after the last update."""
+    initial, step, error = _setup(emissions, transitions, lengths, start, end, init, penalty)
+    return iterate(step, initial, iterations, tolerance, error)
 
 
-def marginals(
-    emissions: Tensor,
-    transitions: Tensor,
-    lengths: Tensor,
-    *,
-    start: Tensor | None = None,
-    end: Tensor | None = None,
-    validate: bool = True,
-    iterations: int = DEFAULT_ITERATIONS,
-    init: str = "unary",
-    penalty: float = DEFAULT_PENALTY,
-) -> tuple[Tensor, Tensor]:
-    """Factorised marginals r (B, N, T) and their products ``r_i ⊗ r_{i+1}`` (B, N-1, T, T)."""
-    result = solve(
-        emissions,
-        transitions,
-        lengths,
-        start=start,
-        end=end,
-        validate=validate,
-        iterations=iterations,
-        init=init,
-        penalty=penalty,
-    )
-    return product_marginals(result.unary, lengths)
-
-
-def decode(
-    emissions: Tensor,
-    transitions: Tensor,
-    lengths: Tensor,
-    *,
-    start: Tensor | None = None,
-    end: Tensor | None = None,
-    validate: bool = True,
-    iterations: int = DEFAULT_ITERATIONS,
-    init: str = "unary",
-    penalty: float = DEFAULT_PENALTY,
-) -> Tensor:
-    """Most probable tag of each factorised marginal (B, N), -1 on padding."""
-    result = solve(
-        emissions,
-        transitions,
-        lengths,
-        start=start,
-        end=end,
-        validate=validate,
-        iterations=iterations,
-        init=init,
-        penalty=penalty,
-    )
-    return argmax_tags(result.unary, lengths)
-
-
-def loss(
-    emissions: Tensor,
-    transitions: Tensor,
-    lengths: Tensor,
-    tags: Tensor,
-    *,
-    start: Tensor | None = None,
-    end: Tensor | None = None,
-    validate: bool = True,
-    iterations: int = DEFAULT_ITERATIONS,
-    init: str = "unary",
-    penalty: float = DEFAULT_PENALTY,
-) -> Tensor:
-    """Token cross-entropy on the final marginals (B,), backpropagated through every update (AIN)."""
-    _check_options(iterations, init, penalty)
-    if validate:
-        _validate.check_gold(emissions, transitions, lengths, tags, start, end)
-    log_r, _ = _iterate(emissions, transitions, lengths, start, end, iterations, init, penalty)
-    return token_nll(log_r, lengths, tags)
-
-
-def partial_loss(
-    emissions: Tensor,
-    transitions: Tensor,
-    lengths: Tensor,
-    allowed: Tensor,
-    *,
-    start: Tensor | None = None,
-    end: Tensor | None = None,
-    validate: bool = True,
-    iterations: int = DEFAULT_ITERATIONS,
-    init: str = "unary",
-    penalty: float = DEFAULT_PENALTY,
-) -> Tensor:
-    """``−Σ_i log Σ_{t allowed} r_i(t)`` (B,) on the final marginals, through every update."""
-    _check_options(iterations, init, penalty)
-    if validate:
-        _validate.check_partial(emissions, transitions, lengths, allowed, start, end)
-    log_r, _ = _iterate(emissions, transitions, lengths, start, end, iterations, init, penalty)
-    return token_partial_nll(log_r, lengths, allowed)
-
-
-def log_partition(
-    emissions: Tensor,
-    transitions: Tensor,
-    lengths: Tensor,
-    *,
-    start: Tensor | None = None,
-    end: Tensor | None = None,
-    validate: bool = True,
-    iterations: int = DEFAULT_ITERATIONS,
-    init: str = "unary",
-    penalty: float = DEFAULT_PENALTY,
-) -> Tensor:
-    """Mean-field lower bound ``E_r[score] + H(r)`` (B,) with -inf transitions at ``penalty``.
-
-    For finite scores it never exceeds the exact ``log Z``.
-    """
-    _check_options(iterations, init, penalty)
-    if validate:
-        _validate.check_scores(emissions, transitions, lengths, start, end)
-    log_r, _ = _iterate(emissions, transitions, lengths, start, end, iterations, init, penalty)
+def _lower_bound(emissions, transitions, lengths, start, end, log_r: Tensor, penalty: float) -> Tensor:
+    """``E_r[score] + H(r)`` (B,) at the marginals ``r`` (see :func:`log_partition`)."""
     clean_emissions, clean_transitions = clean_padding(emissions, transitions, lengths)
     scores = _tag_scores(clean_emissions, lengths, start, end)
     mask = position_mask(lengths, emissions.shape[1]).unsqueeze(-1)
@@ -248,3 +101,52 @@ def log_partition(
     tag_terms = (r * torch.where(live, scores - log_r, 0.0)).flatten(1).sum(-1)
     _, pairwise = product_marginals(r, lengths)
     return tag_terms + (pairwise * _penalised(clean_transitions, penalty)).flatten(1).sum(-1)
+
+
+def _marginals(log_r: Tensor, lengths: Tensor) -> Tensor:
+    """r (B, N, T), zero on padding."""
+    return torch.exp(log_r) * position_mask(lengths, log_r.shape[1]).unsqueeze(-1)
+
+
+def marginals(emissions, transitions, lengths, start, end, **options):
+    """Factorised marginals r (B, N, T) and their products ``r_i ⊗ r_{i+1}`` (B, N-1, T, T)."""
+    log_r = _iterate(emissions, transitions, lengths, start, end, **options)
+    return product_marginals(_marginals(log_r, lengths), lengths)
+
+
+def decode(emissions, transitions, lengths, start, end, **options):
+    """Most probable tag of each factorised marginal (B, N), -1 on padding."""
+    log_r = _iterate(emissions, transitions, lengths, start, end, **options)
+    return argmax_tags(_marginals(log_r, lengths), lengths)
+
+
+def loss(emissions, transitions, lengths, tags, start, end, **options):
+    """Token cross-entropy on the final marginals (B,), backpropagated through every update (AIN)."""
+    return token_nll(_iterate(emissions, transitions, lengths, start, end, **options), lengths, tags)
+
+
+def partial_loss(emissions, transitions, lengths, allowed, start, end, **options):
+    """``−Σ_i log Σ_{t allowed} r_i(t)`` (B,) on the final marginals, through every update."""
+    return token_partial_nll(
+        _iterate(emissions, transitions, lengths, start, end, **options), lengths, allowed
+    )
+
+
+def log_partition(emissions, transitions, lengths, start, end, **options):
+    """Mean-field lower bound ``E_r[score] + H(r)`` (B,) with -inf transitions at ``penalty``.
+
+    For finite scores it never exceeds the exact ``log Z``.
+    """
+    log_r = _iterate(emissions, transitions, lengths, start, end, **options)
+    return _lower_bound(emissions, transitions, lengths, start, end, log_r, options["penalty"])
+
+
+def solve(emissions, transitions, lengths, start, end, *, iterations, init, penalty, tolerance):
+    """The marginals with their lower bound and the size of each update
+    (``implementations.solver.SolverOutput``)."""
+    initial, step, error = _setup(emissions, transitions, lengths, start, end, init, penalty)
+    log_r, run, errors = iterate_with_errors(step, initial, iterations, tolerance, error)
+    unary, pairwise = product_marginals(_marginals(log_r, lengths), lengths)
+    value = _lower_bound(emissions, transitions, lengths, start, end, log_r, penalty)
+    converged = errors[run - 1] <= (tolerance or 0.0)
+    return SolverOutput(unary, pairwise, value, run, converged, errors)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from . import _validate, crf
+from . import crf
 from ._scores import clean_padding, forbidden_pattern, position_mask
 from ._semiring import logsumexp
 from ._tokens import argmax_tags, product_marginals, token_nll, token_partial_nll
@@ -22,92 +22,33 @@ def _log_probs(emissions: Tensor, transitions: Tensor, lengths: Tensor) -> Tenso
     return torch.log_softmax(emissions, dim=-1)
 
 
-def marginals(
-    emissions: Tensor,
-    transitions: Tensor,
-    lengths: Tensor,
-    *,
-    start: Tensor | None = None,
-    end: Tensor | None = None,
-    validate: bool = True,
-) -> tuple[Tensor, Tensor]:
+def marginals(emissions, transitions, lengths, start, end):
     """Per-token softmax (B, N, T) and the product of neighbours (B, N-1, T, T)."""
-    if validate:
-        _validate.check_scores(emissions, transitions, lengths, start, end)
     return product_marginals(torch.exp(_log_probs(emissions, transitions, lengths)), lengths)
 
 
-def decode(
-    emissions: Tensor,
-    transitions: Tensor,
-    lengths: Tensor,
-    *,
-    start: Tensor | None = None,
-    end: Tensor | None = None,
-    validate: bool = True,
-    repair: bool = False,
-) -> Tensor:
+def decode(emissions, transitions, lengths, start, end, *, repair):
     """Per-token argmax (B, N), -1 on padding; with ``repair=True`` the sequence maximising the
     sum of per-token log-probabilities among those the -inf constraints allow."""
-    if validate:
-        _validate.check_scores(emissions, transitions, lengths, start, end)
     log_probs = _log_probs(emissions, transitions, lengths)
     if not repair:
         return argmax_tags(log_probs, lengths)
-    return crf.decode(
-        log_probs,
-        forbidden_pattern(transitions),
-        lengths,
-        start=forbidden_pattern(start),
-        end=forbidden_pattern(end),
-        validate=False,
-    )
+    patterns = map(forbidden_pattern, (transitions, start, end))
+    return crf.decode(log_probs, next(patterns), lengths, *patterns)
 
 
-def loss(
-    emissions: Tensor,
-    transitions: Tensor,
-    lengths: Tensor,
-    tags: Tensor,
-    *,
-    start: Tensor | None = None,
-    end: Tensor | None = None,
-    validate: bool = True,
-) -> Tensor:
+def loss(emissions, transitions, lengths, tags, start, end):
     """Token cross-entropy summed over each sequence (B,)."""
-    if validate:
-        _validate.check_gold(emissions, transitions, lengths, tags, start, end)
     return token_nll(_log_probs(emissions, transitions, lengths), lengths, tags)
 
 
-def partial_loss(
-    emissions: Tensor,
-    transitions: Tensor,
-    lengths: Tensor,
-    allowed: Tensor,
-    *,
-    start: Tensor | None = None,
-    end: Tensor | None = None,
-    validate: bool = True,
-) -> Tensor:
+def partial_loss(emissions, transitions, lengths, allowed, start, end):
     """``−Σ_i log Σ_{t allowed} p_i(t)`` (B,): each token's probability of an allowed tag."""
-    if validate:
-        _validate.check_partial(emissions, transitions, lengths, allowed, start, end)
     return token_partial_nll(_log_probs(emissions, transitions, lengths), lengths, allowed)
 
 
-def log_partition(
-    emissions: Tensor,
-    transitions: Tensor,
-    lengths: Tensor,
-    *,
-    start: Tensor | None = None,
-    end: Tensor | None = None,
-    validate: bool = True,
-) -> Tensor:
+def log_partition(emissions, transitions, lengths, start, end):
     """Log-normaliser of the factorised model (B,): ``Σ_{i<len} logsumexp_t emissions[i, t]``."""
-    if validate:
-        _validate.check_scores(emissions, transitions, lengths, start, end)
     emissions, _ = clean_padding(emissions, transitions, lengths)
     per_token = logsumexp(emissions, dim=-1)
     return torch.where(position_mask(lengths, emissions.shape[1]), per_token, 0.0).sum(-1)

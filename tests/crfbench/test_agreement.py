@@ -13,7 +13,7 @@ TINY = agreement.Grid(lengths=(1, 3), num_tags=(2, 3), neg_inf=(False, True), dt
 
 
 def test_compare_treats_matching_neg_inf_as_exact_and_nan_as_infinite():
-    tolerance = agreement.TOLERANCES["float64", False]
+    tolerance = agreement.TOLERANCES["float64"]
     assert agreement.compare(np.array([-np.inf, 1.0]), np.array([-np.inf, 1.0]), tolerance)[0] == 0.0
     assert agreement.compare(np.array([np.nan]), np.array([1.0]), tolerance)[0] == np.inf
     assert agreement.compare(np.array([-np.inf]), np.array([0.0]), tolerance)[0] == np.inf
@@ -26,9 +26,7 @@ def test_compare_treats_matching_neg_inf_as_exact_and_nan_as_infinite():
 def test_compare_tags_counts_only_positions_inside_the_length():
     got = np.array([[0, 1, -1], [2, 2, 2]])
     expected = np.array([[0, 1, 5], [2, 0, 2]])
-    mismatch, _, _ = agreement.compare_tags(
-        got, expected, np.array([2, 3]), agreement.TOLERANCES["float64", False]
-    )
+    mismatch, _, _ = agreement.compare_tags(got, expected, np.array([2, 3]), agreement.TOLERANCES["float64"])
     assert mismatch == pytest.approx(1 / 5)
 
 

@@ -330,7 +330,7 @@ def test_resuming_names_a_truncated_checkpoint(capsys, tmp_path, settings):
 def evaluation_csv(trained, tmp_path) -> Path:
     """A whole evaluation.csv of the tiny run (evaluated once per test: a second or so)."""
     run_dir = copy_run(trained, tmp_path)
-    evaluate(run_dir, decoders=["viterbi", "mf-5"], splits=["dev"], progress=False)
+    evaluate(run_dir, decoders=["viterbi", "meanfield-5"], splits=["dev"], progress=False)
     return run_dir / EVALUATION_FILE
 
 

@@ -214,7 +214,7 @@ def test_a_run_at_its_epoch_cap_with_a_rising_curve_is_flagged(tmp_path: Path) -
 def test_evaluation_writes_the_test_sentences_counts_behind_its_metrics(tmp_path: Path) -> None:
     config = make_config("crf", epochs=1)
     train(config, tmp_path, progress=False)
-    table = evaluate(tmp_path, decoders=["viterbi", "mf-5"], progress=False)
+    table = evaluate(tmp_path, decoders=["viterbi", "meanfield-5"], progress=False)
     counts = pd.read_csv(tmp_path / SENTENCES_FILE)
     assert list(counts.columns) == list(SENTENCE_COLUMNS)
     assert set(counts.split) == {"test"} and len(counts) == 2 * SYNTHETIC["test"]

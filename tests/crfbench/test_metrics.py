@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from seqeval.metrics import f1_score, precision_score, recall_score
 from seqeval.scheme import IOBES
 
+import implementations
 from crfbench.data.types import TagSet
 from crfbench.metrics import score, sentence_counts, span_scores, token_accuracy, violation_rate
-from implementations.torch_backend import crf, unstructured
 
 LABELS = ("NOUN", "VERB")
 
@@ -143,8 +143,10 @@ def test_argmax_can_outscore_viterbi_only_through_invalid_sequences() -> None:
     )
     learned = torch.tensor([[0.5, -0.3, 0.0], [0.0, 0.0, -0.3], [0.3, 0.0, -0.3]])  # weak, favouring O
     chain = {"lengths": torch.full((8,), 4), "start": start_mask, "end": end_mask}
-    argmax = unstructured.decode(emissions, transition_mask, repair=False, **chain).tolist()
-    viterbi = crf.decode(emissions, transition_mask + learned, **chain).tolist()
+    argmax = (
+        implementations.get("unstructured").decode(emissions, transition_mask, repair=False, **chain).tolist()
+    )
+    viterbi = implementations.get("crf").decode(emissions, transition_mask + learned, **chain).tolist()
     assert argmax[0] == [0, 2, 2, 0] and viterbi[0] == [0, 0, 0, 0]
     by_argmax, by_viterbi = score("ner", tagset, gold, argmax), score("ner", tagset, gold, viterbi)
     assert by_argmax["f1"] == 1.0 and by_argmax["violations"] == 1.0

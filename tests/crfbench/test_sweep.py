@@ -37,10 +37,10 @@ def test_every_setting_has_every_metric(swept) -> None:
 
 def test_the_sweep_agrees_with_the_table_decoders(swept) -> None:
     """BCRF at 10 iterations and τ = 0.1, mean field at 5 and 10 with the default penalty: the same
-    scores as Table 1's decoders bcrf-10, mf-5 and mf-10 on the same sentences."""
+    scores as Table 1's decoders bcrf-10, meanfield-5 and meanfield-10 on the same sentences."""
     run_dir, table = swept
-    decoders = {"bcrf-10": ("bcrf", 10, 0.1, None), "mf-5": ("meanfield", 5, None, 0.0)}
-    decoders |= {"mf-10": ("meanfield", 10, None, 0.0)}
+    decoders = {"bcrf-10": ("bcrf", 10, 0.1, None), "meanfield-5": ("meanfield", 5, None, 0.0)}
+    decoders |= {"meanfield-10": ("meanfield", 10, None, 0.0)}
     scored = evaluate(run_dir, decoders=list(decoders), splits=["test"], progress=False)
     for decoder, (method, iterations, temperature, penalty) in decoders.items():
         rows = table[(table.method == method) & (table.iterations == iterations)]

@@ -1,10 +1,11 @@
-"""Bregman CRF (IBP): digest §7 props 8–22, against independent oracles.
+"""Bregman CRF (IBP): docs/derivations.md §6, P8–P22, against independent oracles.
 
-Oracles: ``reference/ibp.py`` (the digest's Algorithm 1, cluster by cluster in a Python loop) for
-truncated iterates; ``reference/bregman_convex.py`` (Newton on the smooth dual of
-``max_{q ∈ conv(Y)} <q, θ> + H(q)``) for the limit; brute-force enumeration / the exact CRF for
-bounds; autograd and finite differences for gradients; closed forms for lengths 1 and 2.
-Every test that calls a backend runs against each of them (``backend`` fixture).
+Oracles: ``reference/ibp.py`` (Algorithm 1 as reconstructed in docs/derivations.md §3.4,
+cluster by cluster in a Python loop) for truncated iterates; ``reference/bregman_convex.py``
+(Newton on the smooth dual of ``max_{q ∈ conv(Y)} <q, θ> + H(q)``) for the limit; brute-force
+enumeration / the exact CRF for bounds; autograd and finite differences for gradients; closed
+forms for lengths 1 and 2. Every test that calls a backend runs against each of them
+(``backend`` fixture).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from .instances import (
 from .test_crf import gold_indicators
 
 ORDERS = ("odd-even", "even-odd")
-CONVERGED = 400  # iterations: violation < 1e-13 at τ = 1 for n <= 12 (digest §1.4 table)
+CONVERGED = 400  # iterations: violation < 1e-13 at τ = 1 for n <= 12 (docs/derivations.md §3.11 table)
 
 
 def bcrf(backend: Backend) -> Any:
@@ -127,14 +128,14 @@ def test_matches_reference_loop(backend: Backend, order: str, iterations: int, t
     assert res.iterations == iterations and isinstance(res.iterations, int)
     np.testing.assert_array_equal(npy(res.unary), unary)
     np.testing.assert_array_equal(npy(res.pairwise), pairwise)
-    np.testing.assert_allclose(npy(res.log_partition), b_val, rtol=1e-13, atol=0)
+    np.testing.assert_allclose(npy(res.value), b_val, rtol=1e-13, atol=0)
     for b in range(inst.batch):
         n = int(inst.lengths[b])
-        ref = ibp.bcrf(**inst.seq(b), tau=tau, iterations=iterations, order=order)
+        ref = ibp.bcrf(**inst.seq(b), temperature=tau, iterations=iterations, order=order)
         np.testing.assert_allclose(unary[b, :n], ref.unary, rtol=0, atol=1e-12)
         np.testing.assert_allclose(pairwise[b, : n - 1], ref.pairwise, rtol=0, atol=1e-12)
         assert b_val[b] == pytest.approx(ref.log_partition, rel=1e-12, abs=1e-10)
-        assert float(npy(res.violation)[b]) == pytest.approx(ref.violation, abs=1e-12)
+        assert float(npy(res.error)[b]) == pytest.approx(ref.violation, abs=1e-12)
         _assert_argmax(decoded[b, :n], ref.unary)
 
 
@@ -159,7 +160,7 @@ def test_matches_reference_loop_random(
     unary, pairwise, b_val = marginals_and_value(backend, inst, **opts)
     for b in range(inst.batch):
         n = int(inst.lengths[b])
-        ref = ibp.bcrf(**inst.seq(b), tau=tau, iterations=iterations, order=order)
+        ref = ibp.bcrf(**inst.seq(b), temperature=tau, iterations=iterations, order=order)
         np.testing.assert_allclose(unary[b, :n], ref.unary, rtol=0, atol=1e-12)
         np.testing.assert_allclose(pairwise[b, : n - 1], ref.pairwise, rtol=0, atol=1e-12)
         assert b_val[b] == pytest.approx(ref.log_partition, rel=1e-12, abs=1e-10)
@@ -188,7 +189,7 @@ def test_documented_defaults(backend: Backend) -> None:
     for b in range(inst.batch):
         n = int(inst.lengths[b])
         _assert_argmax(decoded[b, :n], unary[b, :n])
-        ref = ibp.bcrf(**inst.seq(b), tau=0.1, iterations=10)
+        ref = ibp.bcrf(**inst.seq(b), temperature=0.1, iterations=10)
         _assert_argmax(decoded[b, :n], ref.unary)
     # the temperature is not ignored
     assert not np.allclose(marginals(backend, inst, temperature=0.1)[0], marginals(backend, inst)[0])
@@ -233,14 +234,14 @@ def test_converges_to_convex_optimum(backend: Backend, num_tags: int, neg_inf: f
     for order in ORDERS:
         res = bcrf(backend).solve(*a, **kw, iterations=CONVERGED, order=order)
         results[order] = res
-        assert (npy(res.violation) < 1e-10).all()
+        assert (npy(res.error) < 1e-10).all()
         for b in range(inst.batch):
             n = int(inst.lengths[b])
             opt = convex_optimum(inst, b, 1.0)
             assert opt.infeasibility < 1e-12
             np.testing.assert_allclose(npy(res.pairwise)[b, : n - 1], opt.q, rtol=0, atol=1e-6)
             np.testing.assert_allclose(npy(res.unary)[b, :n], opt.unary, rtol=0, atol=1e-6)
-            assert float(npy(res.log_partition)[b]) == pytest.approx(opt.value, rel=1e-6, abs=1e-6)
+            assert float(npy(res.value)[b]) == pytest.approx(opt.value, rel=1e-6, abs=1e-6)
     np.testing.assert_allclose(
         npy(results["odd-even"].pairwise), npy(results["even-odd"].pairwise), rtol=0, atol=1e-10
     )
@@ -345,7 +346,7 @@ def test_violation_decreases(backend: Backend) -> None:
     history = []
     for k in (1, 5, 20, 100, 400):
         res = bcrf(backend).solve(*a, **kw, iterations=k)
-        v = npy(res.violation)
+        v = npy(res.error)
         q = npy(res.pairwise)
         for b in range(inst.batch):
             n = int(inst.lengths[b])
@@ -366,7 +367,7 @@ def test_violation_is_zero_for_short_sequences(backend: Backend) -> None:
     )
     a, kw = args(inst, backend)
     for k in (1, 7):
-        v = npy(bcrf(backend).solve(*a, **kw, iterations=k).violation)
+        v = npy(bcrf(backend).solve(*a, **kw, iterations=k).error)
         assert (v[:5] == 0).all(), v
 
 
@@ -579,8 +580,8 @@ def test_partial_loss_properties(backend: Backend, iterations: int) -> None:
     )
     np.testing.assert_allclose(partial, expected, rtol=1e-12, atol=1e-12)
     for b in range(inst.batch):
-        full = ibp.bcrf(**inst.seq(b), tau=tau, iterations=iterations)
-        sub = ibp.bcrf(**masked(inst, allowed).seq(b), tau=tau, iterations=iterations)
+        full = ibp.bcrf(**inst.seq(b), temperature=tau, iterations=iterations)
+        sub = ibp.bcrf(**masked(inst, allowed).seq(b), temperature=tau, iterations=iterations)
         assert partial[b] == pytest.approx(
             tau * (full.log_partition - sub.log_partition), rel=1e-11, abs=1e-11
         )
@@ -684,7 +685,7 @@ def test_neg_inf_gives_exact_zeros_and_no_nan(backend: Backend) -> None:
         res = bcrf(backend).solve(*a, **kw, iterations=k, temperature=0.1)
         unary, q = npy(res.unary), npy(res.pairwise)
         assert np.isfinite(unary).all() and np.isfinite(q).all()
-        assert np.isfinite(npy(res.log_partition)).all() and np.isfinite(npy(res.violation)).all()
+        assert np.isfinite(npy(res.value)).all() and np.isfinite(npy(res.error)).all()
         for b in range(inst.batch):
             n = int(inst.lengths[b])
             w = inst.arc_weights(b)

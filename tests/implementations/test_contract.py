@@ -1,4 +1,4 @@
-"""The contract every method honours (docs/API.md): shapes, dtypes, padding, validation errors.
+"""The contract every method honours (docs/contract.md): shapes, dtypes, padding, validation errors.
 
 One test class, parametrised over every method in ``implementations.METHODS`` and every backend in
 ``implementations.BACKENDS`` (the ``backend`` fixture): inputs are built in NumPy, mutated there

@@ -1,4 +1,4 @@
-"""Exact linear-chain CRF (``crf`` sequential, ``crf-scan`` parallel tree): digest §7 props 1–7.
+"""Exact linear-chain CRF (``crf`` sequential, ``crf-scan`` parallel tree): docs/derivations.md §6, P1–P7.
 
 Oracle: enumeration of all ``T**n`` tag sequences (``implementations.reference.brute_force``),
 for every length 1..6 and every T in 1..4; autograd (``torch.autograd`` / ``jax.grad``) and central

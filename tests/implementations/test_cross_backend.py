@@ -24,6 +24,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from implementations import registry
+
 from . import backends
 from .instances import Instance, apply, instances, make_instance, random_allowed
 
@@ -59,8 +61,6 @@ SETTINGS: list[tuple[str, dict[str, Any]]] = [
     ("meanfield", {"init": "unary", "iterations": 5}),
 ]
 
-#: Options that only some functions take.
-ONLY_FOR = {"gradient": ("loss", "partial_loss"), "repair": ("decode",)}
 
 #: Share of the hypothesis profile's ``max_examples`` per setting (every example is a new shape:
 #: a jax compilation of the whole program, ~1-3 s for BCRF); the hand-written ``@example`` below
@@ -68,13 +68,10 @@ ONLY_FOR = {"gradient": ("loss", "partial_loss"), "repair": ("decode",)}
 EXAMPLES = max(2, round(settings.default.max_examples * 0.1))
 
 
-def options(fn: str, opts: dict[str, Any]) -> dict[str, Any]:
-    """The options that ``fn`` takes."""
-    return {k: v for k, v in opts.items() if fn in ONLY_FOR.get(k, (fn,))}
-
-
-def has_solve(method: str) -> bool:
-    return method in ("bcrf", "meanfield")
+def options(method: str, fn: str, opts: dict[str, Any]) -> dict[str, Any]:
+    """The options that ``fn`` takes (``implementations.registry``)."""
+    takes = {option.name for option in registry.REGISTRY[method].options_for(fn)}
+    return {k: v for k, v in opts.items() if k in takes}
 
 
 def outputs(mod: Any, method: str, opts: dict[str, Any], kw: dict[str, Any], tags: Any, allowed: Any) -> dict:
@@ -82,13 +79,13 @@ def outputs(mod: Any, method: str, opts: dict[str, Any], kw: dict[str, Any], tag
     extra = {"loss": (tags,), "partial_loss": (allowed,)}
     out: dict[str, Any] = {}
     for fn in FUNCTIONS:
-        value = apply(mod, fn, kw, *extra.get(fn, ()), **options(fn, opts))
+        value = apply(mod, fn, kw, *extra.get(fn, ()), **options(method, fn, opts))
         if fn == "marginals":
             out["unary"], out["pairwise"] = value
         else:
             out[fn] = value
-    if has_solve(method):
-        res = apply(mod, "solve", kw, **options("solve", opts))
+    if registry.REGISTRY[method].iterative:
+        res = apply(mod, "solve", kw, **options(method, "solve", opts))
         out.update({f"solve.{field}": getattr(res, field) for field in res._fields})
     return out
 
@@ -104,7 +101,7 @@ def torch_results(method: str, opts: dict[str, Any], inst: Instance, allowed: np
     wrt = tuple(k for k in SCORES if kw[k] is not None)
     extra = {"loss": (tags,), "partial_loss": (allow,)}
     for fn in DIFFERENTIABLE:
-        fn_opts = options(fn, opts)
+        fn_opts = options(method, fn, opts)
         _, grads = TORCH.value_and_grad(
             lambda k, fn=fn, fn_opts=fn_opts: apply(mod, fn, k, *extra.get(fn, ()), **fn_opts),
             kw,
@@ -126,7 +123,7 @@ def jax_program(method: str, frozen_opts: tuple[tuple[str, Any], ...]) -> Any:
         wrt = {k: kw[k] for k in SCORES if kw[k] is not None}
         extra = {"loss": (tags,), "partial_loss": (allowed,)}
         for fn in DIFFERENTIABLE:
-            fn_opts = options(fn, opts)
+            fn_opts = options(method, fn, opts)
 
             def total(leaves: dict[str, Any], fn: str = fn, fn_opts: dict[str, Any] = fn_opts) -> Any:
                 return apply(mod, fn, {**kw, **leaves}, *extra.get(fn, ()), **fn_opts).sum()

@@ -1,4 +1,4 @@
-"""Naive mean field with parallel (Jacobi) updates: digest §7 props 23–25 and the contract.
+"""Naive mean field with parallel (Jacobi) updates: docs/derivations.md §6, P23–P25 and the contract.
 
 Oracles: ``reference/meanfield.py`` (loop version of the updates); brute-force enumeration for
 the factorised model (exact) and the lower bound; closed forms for the penalty and length 1;
@@ -54,7 +54,7 @@ def run(backend: Backend, inst: Instance, allowed: np.ndarray, **opts: Any) -> d
         "partial_loss": npy(partial),
         "log_partition": npy(log_part),
         "solve_unary": npy(res.unary),
-        "change": npy(res.change),
+        "change": npy(res.error),
         "iterations": res.iterations,
     }
 
@@ -269,7 +269,7 @@ def test_parallel_updates_can_oscillate(backend: Backend) -> None:
     r22 = mf(backend).solve(*a, **kw, iterations=22)
     np.testing.assert_allclose(npy(r20.unary), npy(r22.unary), atol=1e-9)
     assert np.abs(npy(r21.unary) - npy(r20.unary)).max() > 0.5
-    assert float(npy(r21.change)[0]) > 0.5
+    assert float(npy(r21.error)[0]) > 0.5
     # both tokens agree with each other at every step (symmetric parallel updates)
     np.testing.assert_allclose(npy(r21.unary)[0, 0], npy(r21.unary)[0, 1], atol=1e-12)
     ref = mf_ref.meanfield(em[0], trans, iterations=21)

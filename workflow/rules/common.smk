@@ -10,7 +10,9 @@ from snakemake.exceptions import WorkflowError
 
 from crfbench.config import RunConfig
 from crfbench.io import write_json  # atomic, as every output of the engine
+from crfbench.objectives import DECODERS
 
+config.setdefault("decoders", list(DECODERS))  # every decoder of implementations.registry
 RESULTS = config["results_dir"]
 REPORTS = config["reports_dir"]
 CRFBENCH = f"{shlex.quote(sys.executable)} -m crfbench"  # the environment Snakemake runs in
@@ -45,11 +47,13 @@ def swept():
     return sorted({(d, e) for _, d, e, loss, _ in runs() if loss == "crf"})
 
 
-def experiment_of(dataset, encoder):
+def experiment_of(dataset: str, encoder: str) -> dict:
+    """The first experiment in the config that trains ``dataset`` with ``encoder``: it holds the
+    settings and scorer of those runs; a pair no experiment asks for is a config error."""
     for experiment, d, e, _, _ in runs():
         if (d, e) == (dataset, encoder):
             return experiment
-    raise ValueError(f"no experiment trains {{dataset}} with encoder {{encoder}}")
+    raise ValueError(f"config: no experiment trains {dataset!r} with encoder {encoder!r}")
 
 
 def run_settings(dataset, encoder, loss, seed):
@@ -74,7 +78,11 @@ def run_settings(dataset, encoder, loss, seed):
 
 def check_run_settings():
     """Every run's settings through ``RunConfig`` at parse time, so that a bad value in an
-    experiment's ``settings`` or ``scorer`` fails the dry run naming it, not a job's log later."""
+    experiment's ``settings``, ``scorer`` or ``losses`` (or a decoder name) fails the dry run
+    naming it, not a job's log later."""
+    unknown = [name for name in config["decoders"] if name not in DECODERS]
+    if unknown:
+        raise WorkflowError(f"config: decoders: {unknown[0]!r} is not one of {', '.join(DECODERS)}")
     checked = set()
     for experiment, dataset, encoder, loss, _ in runs():
         if (dataset, encoder, loss) in checked:

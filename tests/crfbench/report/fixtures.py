@@ -19,20 +19,20 @@ RUN = {
 
 #: Test-set values (0–1) of seeds 0 and 1 per (dataset, encoder, loss, decoder); one value = one seed.
 SCORES = {
-    ("ud-pos-en", "L0", "crf", "mf-5"): (0.90, 0.92),
+    ("ud-pos-en", "L0", "crf", "meanfield-5"): (0.90, 0.92),
     ("ud-pos-en", "L0", "crf", "viterbi"): (0.93, 0.93),
     ("ud-pos-en", "L0", "crf", "bcrf-5"): (0.91, 0.95),
-    ("ud-pos-en", "L0", "crf", "mf-10"): (0.915, 0.925),
+    ("ud-pos-en", "L0", "crf", "meanfield-10"): (0.915, 0.925),
     ("ud-pos-en", "L0", "unstructured", "argmax-repair"): (0.80, 0.84),
     ("ud-pos-en", "L2", "crf", "viterbi"): (0.94, 0.96),
     ("ud-seg-zh", "L0", "crf", "viterbi"): (0.85,),
-    ("ud-seg-zh", "L0", "crf", "mf-5"): (0.70,),
+    ("ud-seg-zh", "L0", "crf", "meanfield-5"): (0.70,),
     ("conll03-ner", "minilm", "crf", "viterbi"): (0.88, 0.90),
 }
 #: Share of violating test outputs per (dataset, encoder, loss, decoder), seeds 0 and 1.
 VIOLATIONS = {
-    ("ud-seg-zh", "L0", "crf", "mf-5"): (0.10,),
-    ("conll03-ner", "minilm", "crf", "mf-5"): (0.02, 0.04),
+    ("ud-seg-zh", "L0", "crf", "meanfield-5"): (0.10,),
+    ("conll03-ner", "minilm", "crf", "meanfield-5"): (0.02, 0.04),
 }
 
 PAPER_CSV = """table,dataset,encoder,train,decoder,iterations,metric,value,status
@@ -78,7 +78,7 @@ TIMINGS = {
     (1, "train", "crf", ""): (3.0, 3.0, 3.0),
     (1, "train", "bcrf", 10): (1.0, 1.0, 1.0),
     (0, "decode", "viterbi", ""): (2.0, 2.0, 2.0),
-    (0, "decode", "mf-5", 5): (1.0, 1.0, 100.0),
+    (0, "decode", "meanfield-5", 5): (1.0, 1.0, 100.0),
 }
 
 

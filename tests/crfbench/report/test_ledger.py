@@ -101,8 +101,9 @@ def _pos_runs(rng: np.random.Generator, size: int = 200) -> tuple[np.ndarray, np
 def test_identical_runs_match_exactly_and_beat_nothing():
     tokens, correct = _pos_runs(np.random.default_rng(0))
     same = {"tokens": tokens, "correct": correct}
-    cells = accuracy_cells(_sentences({"crf/viterbi": same, "crf/bcrf-10": same, "crf/mf-10": same}), TASKS)
-    matches, beats = _cell(cells, "bcrf-2"), _cell(cells, "bcrf-3")  # bcrf-10 vs viterbi, vs mf-10
+    runs = {"crf/viterbi": same, "crf/bcrf-10": same, "crf/meanfield-10": same}
+    cells = accuracy_cells(_sentences(runs), TASKS)
+    matches, beats = _cell(cells, "bcrf-2"), _cell(cells, "bcrf-3")  # bcrf-10 vs viterbi, vs meanfield-10
     assert (matches["difference"], matches["ci_low"], matches["ci_high"]) == (0.0, 0.0, 0.0)
     assert (matches["n_seeds"], matches["n_sentences"], matches["metric"]) == (3, 200, "accuracy")
     assert matches["verdict"] == REPRODUCED
@@ -115,7 +116,7 @@ def test_ten_points_worse_breaks_a_match_and_proves_a_loss():
         {"tokens": tokens, "correct": correct},
         {"tokens": tokens, "correct": correct - tokens // 10},
     )
-    runs = {"crf/viterbi": good, "crf/bcrf-10": worse, "unstructured/argmax": worse, "crf/mf-10": good}
+    runs = {"crf/viterbi": good, "crf/bcrf-10": worse, "unstructured/argmax": worse, "crf/meanfield-10": good}
     cells = accuracy_cells(_sentences(runs), TASKS)
     for claim, expected in (("bcrf-2", NOT_REPRODUCED), ("bcrf-6", REPRODUCED), ("bcrf-3", NOT_REPRODUCED)):
         cell = _cell(cells, claim)
@@ -156,7 +157,9 @@ def test_violation_rate_is_compared_beside_f1_on_segmentation():
     spans = {"tokens": np.full(size, 4), "gold_spans": np.full(size, 2), "predicted_spans": np.full(size, 2)}
     viterbi = spans | {"matched_spans": np.full(size, 2)}
     meanfield = spans | {"matched_spans": np.full(size, 1), "invalid": np.arange(size) % 2}
-    cells = accuracy_cells(_sentences({"crf/viterbi": viterbi, "crf/mf-10": meanfield}, "ud-seg-zh"), TASKS)
+    cells = accuracy_cells(
+        _sentences({"crf/viterbi": viterbi, "crf/meanfield-10": meanfield}, "ud-seg-zh"), TASKS
+    )
     f1, violations = _cell(cells, "bcrf-4", "f1"), _cell(cells, "bcrf-4", "violations")
     assert f1["difference"] == pytest.approx(-50.0) and f1["verdict"] == REPRODUCED
     assert violations["difference"] == pytest.approx(50.0) and violations["verdict"] == REPRODUCED

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from crfbench.report import render_report
-from crfbench.report.paper import PAPER_DATASETS, PAPER_DECODERS, PaperValue, group_of, load_paper
+from crfbench.report.paper import PAPER_DATASETS, PaperValue, group_of, load_paper, our_decoder
 
 from .fixtures import write_paper
 
@@ -20,10 +20,10 @@ STEMS = {"1a": "table1a", "1b": "table1b", "1c": "table1c", "1d": "table1d"}
 
 def test_paper_cells_are_keyed_by_our_names(tmp_path):
     paper = load_paper(write_paper(tmp_path / "paper.csv"))
-    assert paper.get("1a", "ud-pos-en", "L0", "crf", "mf-5") == PaperValue(90.6, "ok")
-    assert paper.get("1c", "ud-seg-zh", "L0", "crf", "mf-5") == PaperValue(None, "lost")
+    assert paper.get("1a", "ud-pos-en", "L0", "crf", "meanfield-5") == PaperValue(90.6, "ok")
+    assert paper.get("1c", "ud-seg-zh", "L0", "crf", "meanfield-5") == PaperValue(None, "lost")
     assert paper.get("2", "conll03-ner", "bert-base", "bcrf", "") == PaperValue(1.9, "ok")
-    assert paper.get("3", "ud-pos-en", "L0", "", "mf-5") == PaperValue(9.0, "ok")
+    assert paper.get("3", "ud-pos-en", "L0", "", "meanfield-5") == PaperValue(9.0, "ok")
     assert paper.encoders("1a", "ud-pos-en") == {"L0", "L2"}
     (claim,) = paper.text_only["2"]
     assert (claim.dataset, claim.encoder, claim.train, claim.decoder, claim.value) == (
@@ -69,7 +69,7 @@ def test_every_paper_value_of_table_1_is_shown(tmp_path):
         shown = pd.read_csv(tmp_path / "out" / "tables" / f"{STEMS[table]}.csv", dtype={"encoder": str})
         index = shown.set_index(["dataset", "encoder", "train", "decoder"])
         for row in rows.itertuples(index=False):
-            decoder = PAPER_DECODERS[row.decoder, row.iterations]
+            decoder = our_decoder(row.decoder, row.iterations)
             cell = index.loc[(PAPER_DATASETS[row.dataset], row.encoder, row.train, decoder)]
             assert (cell["paper_value"], cell["paper_status"]) == (float(row.value), row.status), row
     lost = paper[paper["status"] == "lost"]

@@ -43,7 +43,7 @@ def test_mean_std_and_paper_value_land_in_their_cell(rendered):
     assert cell["n_seeds"] == 2
     assert (cell["paper_value"], cell["paper_status"]) == (90.6, "ok")
     assert cell["difference"] == pytest.approx(0.4)
-    assert (cell["train"], cell["decoder"], cell["iterations"]) == ("crf", "mf-5", 5)
+    assert (cell["train"], cell["decoder"], cell["iterations"]) == ("crf", "meanfield-5", 5)
     text = markdown_cell(out / "tables" / "table1a.md", "CRF → MF 5", "en L0")
     assert text == "91.0 ± 1.4 (paper 90.6, Δ +0.4)"
     assert markdown_cell(out / "tables" / "table1a.md", "CRF → MF 10", "en L0") == "92.0 ± 0.7"

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from crfbench.report.aggregate import (
+from crfbench.report.stats import (
     SPEEDUP_DTYPES,
     STAT_DTYPES,
     decode_speedups,
@@ -72,7 +72,7 @@ def test_speedups_pair_timings_within_one_run():
     assert stats.loc[("ud-pos-nl", "B", "bcrf"), "n"] == 2
     assert "meanfield" not in stats.index.get_level_values("train")  # timed at 5 iterations only
     decode = decode_speedups(timing)
-    assert decode["decoder"].unique().tolist() == ["mf-5"] and (decode["mean"] == 2.0).all()
+    assert decode["decoder"].unique().tolist() == ["meanfield-5"] and (decode["mean"] == 2.0).all()
 
 
 def test_speedups_carry_the_spread_of_single_round_ratios():

@@ -1,0 +1,77 @@
+"""The contract's input checks for any backend: shapes and values (``contract``) plus the ones
+that need inference (is any tag sequence allowed, is the gold sequence's score finite).
+
+A backend supplies only what is its own: its max-plus ``viterbi``, ``gold_score`` and
+``mask_emissions``, how to test for -inf, how to take a value out of autodiff, and, for a
+framework that traces (jax), which arrays are abstract and what the shape checks see of them.
+Where any argument is abstract only the shape and dtype checks run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import contract
+
+Array = Any  # a torch.Tensor or a jax.Array
+
+
+@dataclass(frozen=True)
+class Checks:
+    """``check_scores``, ``check_gold`` and ``check_partial`` for one backend."""
+
+    viterbi: Callable[
+        ..., tuple[Array, Array]
+    ]  # (emissions, transitions, lengths, start, end) -> (best, tags)
+    gold_score: Callable[..., Array]
+    mask_emissions: Callable[[Array, Array], Array]
+    isneginf: Callable[[Array], Array]
+    constant: Callable[[Array], Array]  # the value without its autodiff graph
+    forbidden_pattern: Callable[[Array | None], Array | None]
+    #: True where any argument is abstract (traced); never, by default
+    traced: Callable[..., bool] = lambda *arrays: False
+    #: what the shape and dtype checks see of an abstract array (``fill``: a passing integer value)
+    stand_in: Callable[..., Any] = lambda x, fill=0: x
+
+    def _feasible(self, emissions, transitions, lengths, start, end, problem: str) -> None:
+        """Raise for sequences whose every tag sequence has score -inf (a max-plus pass on the
+        -inf pattern; skipped when no score is -inf, since then every sequence is allowed)."""
+        scores = (emissions, transitions, start, end)
+        if not any(s is not None and bool(self.isneginf(s).any()) for s in scores):
+            return
+        pattern = [self.forbidden_pattern(s) for s in scores]
+        best, _ = self.viterbi(pattern[0], pattern[1], lengths, pattern[2], pattern[3])
+        contract.raise_for_rows(self.isneginf(best), problem)
+
+    def check_scores(self, emissions, transitions, lengths, start, end) -> contract.ChainShape:
+        """Validate the scores; every sequence must allow at least one tag sequence."""
+        if self.traced(emissions, transitions, lengths, start, end):  # shapes and dtypes only
+            stand_ins = (self.stand_in(emissions), self.stand_in(transitions), self.stand_in(lengths, 1))
+            return contract.check_scores(*stand_ins, self.stand_in(start), self.stand_in(end))
+        shape = contract.check_scores(emissions, transitions, lengths, start, end)
+        problem = "allow no tag sequence (every path has score -inf)"
+        self._feasible(emissions, transitions, lengths, start, end, problem)
+        return shape
+
+    def check_gold(self, emissions, transitions, lengths, tags, start, end) -> None:
+        """Validate the scores and gold tags; the gold sequence's score must be finite."""
+        shape = self.check_scores(emissions, transitions, lengths, start, end)
+        if self.traced(emissions, transitions, lengths, tags, start, end):  # shapes and dtypes only
+            contract.check_tags(self.stand_in(tags), shape, self.stand_in(lengths, 1))
+            return
+        contract.check_tags(tags, shape, lengths)
+        emissions, transitions = self.constant(emissions), self.constant(transitions)
+        score = self.gold_score(emissions, transitions, lengths, tags, start, end)
+        contract.raise_for_rows(self.isneginf(score), "have a gold tag sequence (tags) with score -inf")
+
+    def check_partial(self, emissions, transitions, lengths, allowed, start, end) -> None:
+        """Validate the scores and the partial-annotation mask; it must allow some tag sequence."""
+        shape = self.check_scores(emissions, transitions, lengths, start, end)
+        contract.check_allowed(allowed, shape)
+        if self.traced(emissions, transitions, lengths, allowed, start, end):  # shapes and dtypes only
+            return
+        masked = self.mask_emissions(self.constant(emissions), allowed)
+        problem = "allow no tag sequence under the partial annotation (allowed)"
+        self._feasible(masked, transitions, lengths, start, end, problem)

@@ -1,0 +1,98 @@
+"""The contract's functions, written once for every method and backend (``docs/contract.md``).
+
+A backend provides, per method, a *kernel* module with the same function names as the contract
+(``marginals``, ``decode``, ``loss``, ``partial_loss``, ``log_partition``, and ``solve`` for an
+iterative method), each taking ``(emissions, transitions, lengths, [tags | allowed,] start, end,
+**options)`` positionally, every option given, nothing validated: only the mathematics, which is
+what really differs between frameworks. This layer adds what does not: the keyword signature,
+the options' defaults and checks (from ``implementations.registry``) and the input validation
+(the backend's ``_validate``, which knows how to look at its arrays).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from .registry import Method
+
+#: The validation each function runs, and the extra argument it takes after ``lengths``.
+_CHECKS = {
+    "marginals": ("check_scores", None),
+    "decode": ("check_scores", None),
+    "log_partition": ("check_scores", None),
+    "solve": ("check_scores", None),
+    "loss": ("check_gold", "tags"),
+    "partial_loss": ("check_partial", "allowed"),
+}
+
+
+class Bound:
+    """One method in one backend: the contract's functions as attributes (what ``get`` returns)."""
+
+    def __init__(self, method: Method, backend: str, kernels: ModuleType, checks: ModuleType):
+        self.method, self.backend = method, backend
+        for function in method.functions:
+            setattr(self, function, _public(method, function, getattr(kernels, function), checks))
+
+    def __repr__(self) -> str:
+        return f"<{self.method.name} ({self.backend}): {', '.join(self.method.functions)}>"
+
+
+def _public(
+    method: Method, function: str, kernel: Callable[..., Any], checks: ModuleType
+) -> Callable[..., Any]:
+    check_name, target = _CHECKS[function]
+    check = getattr(checks, check_name)
+    resolve = method.resolve
+
+    if target is None:
+
+        def public(emissions, transitions, lengths, *, start=None, end=None, validate=True, **options):
+            options = resolve(function, options)
+            if validate:
+                check(emissions, transitions, lengths, start, end)
+            return kernel(emissions, transitions, lengths, start, end, **options)
+
+    else:
+
+        def public(
+            emissions, transitions, lengths, extra=None, *, start=None, end=None, validate=True, **options
+        ):
+            if extra is None:  # given by its name (tags=..., allowed=...)
+                if target not in options:
+                    raise TypeError(f"{method.name}.{function}() missing its argument {target!r}")
+                extra = options.pop(target)
+            options = resolve(function, options)
+            if validate:
+                check(emissions, transitions, lengths, extra, start, end)
+            return kernel(emissions, transitions, lengths, extra, start, end, **options)
+
+    public.__name__ = public.__qualname__ = function
+    public.__module__ = kernel.__module__
+    public.__doc__ = _doc(method, function, kernel)
+    public.__signature__ = _signature(method, function, target)  # type: ignore[attr-defined]
+    return public
+
+
+def _signature(method: Method, function: str, target: str | None) -> inspect.Signature:
+    positional = ["emissions", "transitions", "lengths"] + ([target] if target else [])
+    parameters = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in positional]
+    keywords = {"start": None, "end": None, "validate": True}
+    keywords |= {option.name: option.default_for(function) for option in method.options_for(function)}
+    parameters += [
+        inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, default=v) for k, v in keywords.items()
+    ]
+    return inspect.Signature(parameters)
+
+
+def _doc(method: Method, function: str, kernel: Callable[..., Any]) -> str:
+    lines = [inspect.getdoc(kernel) or "", "", f"{method.name}: {method.summary}.", "", "Options:"]
+    lines += [
+        f"    {option.name} (default {option.default_for(function)!r}): {option.doc}"
+        for option in method.options_for(function)
+    ] or ["    none"]
+    lines += ["", "``validate=False`` skips the input checks (``docs/contract.md``)."]
+    return "\n".join(lines)

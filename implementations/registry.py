@@ -1,0 +1,315 @@
+"""One record per inference method: everything the rest of the suite needs to know about it.
+
+The public layer (``implementations.public``) takes a method's options, defaults and checks from
+here; the experiment engine its training losses and decoders (with their display labels); the
+agreement report its oracle and tolerances; the asv suite its benchmarked variants. Adding a
+method is a kernel module per backend (``<backend>_backend/<kernel>.py``, see
+``implementations.public``), an oracle in ``implementations.reference.oracles`` and one
+:class:`Method` in :data:`REGISTRY`; every consumer picks it up from there.
+
+Names are spelled once: a method is ``crf``, ``bcrf``, ...; an iterative method at a fixed
+number of iterations is ``<method>-<iterations>`` (``bcrf-10``, ``meanfield-5``), as a decoder and
+as an asv variant alike.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from . import contract
+
+#: The contract's functions, in the order the documentation lists them.
+FUNCTIONS = ("marginals", "decode", "loss", "partial_loss", "log_partition")
+#: ``solve``: the iterate with its convergence record (``implementations.solver``), iterative methods only.
+SOLVE = "solve"
+
+Check = Callable[[str, Any], None]  # raises ValueError naming the option
+
+
+def positive_int(name: str, value: Any) -> None:
+    contract.check_positive(name, value, integer=True)
+
+
+def positive(name: str, value: Any) -> None:
+    contract.check_positive(name, value)
+
+
+def choice(*choices: object) -> Check:
+    def check(name: str, value: Any) -> None:
+        contract.check_choice(name, value, choices)
+
+    return check
+
+
+def boolean(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+
+
+def tolerance(name: str, value: Any) -> None:
+    if value is not None:
+        contract.check_positive(name, value)
+
+
+def penalty(name: str, value: Any) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not (math.isfinite(value) and value <= 0)
+    ):
+        raise ValueError(f"{name} must be a finite score <= 0 replacing -inf transitions, got {value!r}")
+
+
+def arc_elements(batch: int, length: int, num_tags: int) -> int:
+    """Elements of the (B, N-1, T, T) arc scores: the biggest array most methods build."""
+    return batch * max(length - 1, 1) * num_tags**2
+
+
+@dataclass(frozen=True)
+class Option:
+    """A keyword option: its default, its check, and which functions take it (all if ``None``)."""
+
+    name: str
+    default: Any
+    check: Check
+    doc: str
+    functions: tuple[str, ...] | None = None
+    #: a different default for some functions (BCRF decodes at τ = 0.1)
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+
+    def applies_to(self, function: str) -> bool:
+        return self.functions is None or function in self.functions
+
+    def default_for(self, function: str) -> Any:
+        return self.defaults.get(function, self.default)
+
+
+@dataclass(frozen=True)
+class Use:
+    """One named use of a method in experiments: a training loss or a decoder, with fixed options.
+
+    A loss's ``iterations`` of ``None`` is filled in per run (``RunConfig.iterations``)."""
+
+    name: str  # e.g. "bcrf-partial", "meanfield-10", "viterbi"
+    function: str  # "loss", "partial_loss" or "decode"
+    label: str  # how tables and figures name it
+    options: Mapping[str, Any] = field(default_factory=dict)
+    natural_decoder: str | None = None  # a loss: the decoder that goes with it (dev-set selection)
+
+
+@dataclass(frozen=True)
+class Method:
+    """Everything about one inference method."""
+
+    name: str  # the name ``implementations.get`` takes
+    kernel: str  # the kernel module in each backend package
+    summary: str  # one line: heads the docstring of each of its functions
+    options: tuple[Option, ...] = ()
+    losses: tuple[Use, ...] = ()
+    decoders: tuple[Use, ...] = ()
+    #: asv variants: name -> options (every method is benchmarked under each of them)
+    variants: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    oracle: str = ""  # a function of ``implementations.reference.oracles``
+    oracle_name: str = ""  # how the agreement report names that oracle
+    #: options the agreement report runs the backends and the oracle with
+    agreement_options: Mapping[str, Any] = field(default_factory=dict)
+    #: elements of the biggest array a call on (B, N, T) scores builds (benchmarks skip what does not fit)
+    largest_intermediate: Callable[[int, int, int], int] = arc_elements
+    #: bytes of that array above which the method refuses a call (read when called), if it has a limit
+    memory_budget: Callable[[], int] | None = None
+
+    @property
+    def iterative(self) -> bool:
+        """Has ``solve`` (an iterative solver with a convergence record)."""
+        return any(option.name == "iterations" for option in self.options)
+
+    @property
+    def functions(self) -> tuple[str, ...]:
+        return FUNCTIONS + ((SOLVE,) if self.iterative else ())
+
+    def default(self, option: str, function: str) -> Any:
+        """The default of ``option`` in ``function``."""
+        return next(o for o in self.options if o.name == option).default_for(function)
+
+    def options_for(self, function: str) -> tuple[Option, ...]:
+        return tuple(option for option in self.options if option.applies_to(function))
+
+    def resolve(self, function: str, given: Mapping[str, Any]) -> dict[str, Any]:
+        """Every option ``function`` takes, from ``given`` or its default, each checked; an
+        unknown name raises ``TypeError`` listing the valid ones."""
+        options = self.options_for(function)
+        unknown = set(given) - {option.name for option in options}
+        if unknown:
+            valid = ", ".join(option.name for option in options) or "none"
+            raise TypeError(
+                f"{self.name}.{function}() got unexpected option(s) {', '.join(sorted(unknown))}; "
+                f"valid options: {valid}"
+            )
+        resolved = {}
+        for option in options:
+            value = given.get(option.name, option.default_for(function))
+            option.check(option.name, value)
+            resolved[option.name] = value
+        return resolved
+
+
+def _iterations(default: int) -> Option:
+    return Option("iterations", default, positive_int, "iterations run (the most, with a tolerance)")
+
+
+TOLERANCE = Option(
+    "tolerance",
+    None,
+    tolerance,
+    "stop once every sequence's error is at most this (None: run every iteration)",
+)
+
+
+def _iterative_decoders(method: str, label: str, extra: Mapping[str, Any] | None = None) -> tuple[Use, ...]:
+    return tuple(
+        Use(f"{method}-{k}", "decode", f"{label} {k}", {"iterations": k, **(extra or {})}) for k in (5, 10)
+    )
+
+
+def _iterative_variants(method: str) -> dict[str, dict[str, Any]]:
+    return {f"{method}-{k}": {"iterations": k} for k in (5, 10)}
+
+
+CRF = Method(
+    name="crf",
+    kernel="crf",
+    summary="exact linear-chain CRF: forward, forward-backward and Viterbi, one step per position",
+    losses=(
+        Use("crf", "loss", "CRF", natural_decoder="viterbi"),
+        Use("crf-partial", "partial_loss", "CRF partial", natural_decoder="viterbi"),
+    ),
+    decoders=(Use("viterbi", "decode", "Viterbi"),),
+    variants={"crf": {}},
+    oracle="exact",
+    oracle_name="brute-force",
+)
+
+CRF_SCAN = Method(
+    name="crf-scan",
+    kernel="crf_scan",
+    summary="exact linear-chain CRF by parallel scan: O(log N) depth, O(N T^3) work and memory",
+    variants={"crf-scan": {}},
+    largest_intermediate=contract.scan_intermediate_elements,
+    memory_budget=lambda: contract.SCAN_MEMORY_BUDGET,
+    oracle="exact",
+    oracle_name="brute-force",
+)
+
+BCRF = Method(
+    name="bcrf",
+    kernel="bcrf",
+    summary="Bregman CRF: iterative Bregman projections onto the marginal polytope (Corro et al. 2025)",
+    options=(
+        _iterations(10),
+        Option("temperature", 1.0, positive, "τ: scores are divided by it", defaults={"decode": 0.1}),
+        Option(
+            "order", "odd-even", choice("odd-even", "even-odd"), "which parity each iteration projects first"
+        ),
+        Option(
+            "gradient",
+            "danskin",
+            choice("danskin", "unrolled"),
+            "danskin: q − y, no backpropagation through the iterations; unrolled: through them",
+            functions=("loss", "partial_loss"),
+        ),
+        TOLERANCE,
+    ),
+    losses=(
+        Use("bcrf", "loss", "BCRF", {"iterations": None, "temperature": 1.0}, natural_decoder="bcrf-10"),
+        Use(
+            "bcrf-partial",
+            "partial_loss",
+            "BCRF partial",
+            {"iterations": None, "temperature": 1.0},
+            natural_decoder="bcrf-10",
+        ),
+    ),
+    decoders=_iterative_decoders("bcrf", "BCRF"),
+    variants=_iterative_variants("bcrf"),
+    oracle="bcrf",
+    oracle_name="ibp-loop",
+    agreement_options={"iterations": 10},
+)
+
+MEANFIELD = Method(
+    name="meanfield",
+    kernel="meanfield",
+    summary="naive mean field with parallel updates (the paper's MF baseline)",
+    options=(
+        _iterations(10),
+        Option(
+            "init",
+            "unary",
+            choice("unary", "uniform"),
+            "first iterate: softmax of the tag scores, or uniform",
+        ),
+        Option("penalty", 0.0, penalty, "finite score that replaces a -inf transition"),
+        TOLERANCE,
+    ),
+    losses=(Use("meanfield", "loss", "MF", {"iterations": None}, natural_decoder="meanfield-10"),),
+    decoders=_iterative_decoders("meanfield", "MF"),
+    variants=_iterative_variants("meanfield"),
+    oracle="meanfield",
+    oracle_name="meanfield-loop",
+    agreement_options={"iterations": 10},
+)
+
+UNSTRUCTURED = Method(
+    name="unstructured",
+    kernel="unstructured",
+    summary="independent per-token softmax; transitions only constrain the repair decoder",
+    options=(
+        Option(
+            "repair",
+            False,
+            boolean,
+            "decode the best sequence the -inf constraints allow instead of the per-token argmax",
+            functions=("decode",),
+        ),
+    ),
+    losses=(Use("unstructured", "loss", "Unstructured", natural_decoder="argmax"),),
+    decoders=(
+        Use("argmax", "decode", "argmax", {"repair": False}),
+        Use("argmax-repair", "decode", "argmax + repair", {"repair": True}),
+    ),
+    variants={"unstructured": {}},
+    oracle="unstructured",
+    oracle_name="closed-form",
+)
+
+#: Every method, in the order listings show them.
+REGISTRY: Mapping[str, Method] = MappingProxyType(
+    {method.name: method for method in (CRF, CRF_SCAN, BCRF, MEANFIELD, UNSTRUCTURED)}
+)
+
+
+def _uses(kind: str) -> dict[str, tuple[Method, Use]]:
+    table = {use.name: (method, use) for method in REGISTRY.values() for use in getattr(method, kind)}
+    assert len(table) == sum(len(getattr(m, kind)) for m in REGISTRY.values()), f"duplicate {kind} name"
+    return table
+
+
+#: Training losses by name: (method, use).
+LOSSES: Mapping[str, tuple[Method, Use]] = MappingProxyType(_uses("losses"))
+#: Decoders by name: (method, use).
+DECODERS: Mapping[str, tuple[Method, Use]] = MappingProxyType(_uses("decoders"))
+#: asv variants by name: (method, options), in registry order.
+VARIANTS: Mapping[str, tuple[Method, Mapping[str, Any]]] = MappingProxyType(
+    {name: (method, options) for method in REGISTRY.values() for name, options in method.variants.items()}
+)
+
+
+def method(name: str) -> Method:
+    """The record of ``name``; ``ValueError`` listing the valid names for an unknown one."""
+    if name not in REGISTRY:
+        raise ValueError(f"unknown method {name!r}; valid methods: {', '.join(REGISTRY)}")
+    return REGISTRY[name]

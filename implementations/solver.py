@@ -1,0 +1,33 @@
+"""What every iterative method's ``solve`` returns, in every backend (in the style of ott-jax's
+solver outputs): the iterate, how many iterations ran, whether it converged, and the error after
+each iteration.
+
+The *error* is the method's own distance from its fixed point: for BCRF the largest violation of
+the marginal polytope's constraints, for mean field the largest change of a marginal in the last
+update (``docs/derivations.md``). ``tolerance`` (an option of every iterative method, default
+``None``) stops the iterations once every sequence's error is at most ``tolerance``; a sequence
+that gets there first is frozen, so a batch gives each sequence the result it gets alone. Without
+a tolerance exactly ``iterations`` run, and ``converged`` marks the sequences whose error is 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+Array = Any  # a torch.Tensor or a jax.Array
+
+
+class SolverOutput(NamedTuple):
+    """The result of ``solve``; shapes for a batch of B sequences padded to N positions, T tags."""
+
+    unary: Array  # (B, N, T) node marginals at the iterate, zero on padding
+    pairwise: Array  # (B, N-1, T, T) arc marginals at the iterate, zero on padding
+    value: Array  # (B,) the method's objective at the iterate (what ``log_partition`` returns)
+    iterations: Any  # iterations run: a Python int without a tolerance, else a 0-d integer array
+    converged: Array  # (B,) bool: error <= tolerance (<= 0 without a tolerance)
+    errors: Array  # (iterations, B) error after each iteration; NaN for iterations not run
+
+    @property
+    def error(self) -> Array:
+        """(B,) the error after the last iteration run."""
+        return self.errors[self.iterations - 1]
