@@ -13,6 +13,11 @@ Modules:
   via its smooth dual (the BCRF limit point).
 - :mod:`.meanfield` -- naive mean field with parallel (Jacobi) updates, loop by loop.
 - :mod:`.unstructured` -- per-token softmax baseline and its "repair" decoder.
+- :mod:`.sparsemap` -- SparseMAP over every enumerated sequence, through its small dual, with
+  the optimality certificate checked (docs/derivations.md §8).
+- :mod:`.oracles` -- one oracle per method (the registry's ``oracle``): every contract
+  function's answer for one sequence, for the agreement report.
+- :mod:`.instances` -- random padded batches with a planted gold path, for tests and checks.
 - :mod:`.common` -- warning-free ``logsumexp``/``softmax``, the contract's arc-weight folding.
 
 Conventions (shared with the backends' contract, ``docs/contract.md``): a single instance is given by
@@ -23,6 +28,15 @@ position, axis order ``[prev, cur]``), and optional ``start``/``end`` of shape `
 
 from __future__ import annotations
 
-from . import bregman_convex, brute_force, ibp, meanfield, unstructured
+from . import bregman_convex, brute_force, ibp, instances, meanfield, oracles, sparsemap, unstructured
 
-__all__ = ["bregman_convex", "brute_force", "ibp", "meanfield", "unstructured"]
+__all__ = [
+    "bregman_convex",
+    "brute_force",
+    "ibp",
+    "instances",
+    "meanfield",
+    "oracles",
+    "sparsemap",
+    "unstructured",
+]
