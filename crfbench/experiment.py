@@ -15,7 +15,7 @@ from .config import RunConfig
 from .data.types import Dataset, Sentence, TagSet
 from .io import check_fields, read_json, write_json
 from .models import Scorer
-from .objectives import ChainScores, Inference, chain_scores, is_partial
+from .objectives import LOSSES, ChainScores, Inference, chain_scores, is_partial
 
 
 def data_directory(dataset: str, configured: str | Path | None) -> Path | None:
@@ -34,7 +34,7 @@ def load_dataset(config: RunConfig, data_dir: str | Path | None = None) -> Datas
     if partial and not is_partial(config.loss):
         raise ValueError(
             f"loss: {config.loss!r} needs fully annotated training data, but {config.dataset}'s training "
-            "split is partially annotated; use crf-partial or bcrf-partial"
+            f"split is partially annotated; use {' or '.join(n for n in LOSSES if is_partial(n))}"
         )
     cut = lambda split, limit: split if limit is None else split[:limit]  # noqa: E731
     dataset = dataclasses.replace(
@@ -152,3 +152,19 @@ def predict(
         for row, index in enumerate(indices):
             predictions[index] = tags[row, : len(batch[row].tokens)].tolist()
     return predictions
+
+
+@torch.no_grad()
+def mean_support(
+    scorer: Scorer, sentences: Sequence[Sentence], tagset: TagSet, batch_size: int, device: torch.device
+) -> float:
+    """Mean number of tag sequences in each sentence's SparseMAP support under the model (its
+    default solver): how sparse SparseMAP's predictions are, as the SparseMAP paper tracks over
+    training (its Fig. 4)."""
+    scorer.eval()
+    solve = Inference("sparsemap", "solve", {})
+    paths = 0
+    for indices in length_sorted_batches(sentences, batch_size):
+        result = solve(score_batch(scorer, select(sentences, indices), tagset, device))
+        paths += int((result.weights > 0).sum())
+    return paths / len(sentences)

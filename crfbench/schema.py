@@ -22,6 +22,7 @@ CURVE_COLUMNS = RUN_KEY + (
     "epoch_cap",
     "stopped_by",
     "still_improving",
+    "dev_support",  # SparseMAP losses: mean support size on dev (paths per sentence); empty for others
 )
 CURVE_NUMBERS = (
     "seed",
@@ -32,12 +33,22 @@ CURVE_NUMBERS = (
     "seconds",
     "best_epoch",
     "epoch_cap",
+    "dev_support",
 )
 
 SENTENCE_COLUMNS = RUN_KEY + ("split", "decoder", "sentence") + SENTENCE_COUNTS
 SENTENCE_NUMBERS = ("seed", "sentence") + SENTENCE_COUNTS
 
-SWEEP_COLUMNS = RUN_KEY + ("sentences", "method", "iterations", "temperature", "penalty", "metric", "value")
+SWEEP_COLUMNS = RUN_KEY + (
+    "sentences",
+    "method",
+    "iterations",
+    "temperature",
+    "penalty",
+    "solver",  # SparseMAP's; empty for the other methods
+    "metric",
+    "value",
+)
 SWEEP_NUMBERS = ("seed", "sentences", "iterations", "temperature", "penalty", "value")
 #: Number columns that may be empty: a metric without a value, options a method does not have.
 OPTIONAL_NUMBERS = ("value", "iterations", "temperature", "penalty")

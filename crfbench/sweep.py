@@ -1,28 +1,35 @@
-"""Decode a trained model's test set with BCRF (IBP) and mean field over their iteration counts, at
-several BCRF temperatures and mean-field penalties: how many iterations decoding needs, and what
-the temperature does to accuracy, to invalid outputs and to IBP's constraint error.
+"""Decode a trained model's test set with BCRF (IBP), mean field and SparseMAP over their iteration
+counts, at several BCRF temperatures, mean-field penalties and SparseMAP solvers: how many iterations
+decoding needs, what the temperature does to accuracy, to invalid outputs and to IBP's constraint
+error, and how SparseMAP's active set and Frank–Wolfe variants close their gap (the SparseMAP
+paper's Fig. 2, on a trained model's scores).
 
-Writes ``sweep.csv`` into the run directory: one tidy row per (method, iterations, temperature or
-penalty, metric). Metrics: the task's metrics of :func:`metrics.score` (``violations`` is the share
-of invalid outputs) and, per sentence averaged, ``constraint_error`` (BCRF: the iterate's largest
-error in the polytope's constraints) or ``last_change`` (mean field: the last update's size).
-Decoding is the argmax of ``solve``'s marginals, as the contract's ``decode`` does; the network
-scores each batch once for every setting.
+Writes ``sweep.csv`` into the run directory: one tidy row per (method, iterations, temperature,
+penalty or solver, metric). Metrics: the task's metrics of :func:`metrics.score` (``violations`` is
+the share of invalid outputs) and, per sentence averaged, ``constraint_error`` (BCRF: the iterate's
+largest error in the polytope's constraints), ``last_change`` (mean field: the last update's size),
+or for SparseMAP ``wolfe_gap`` (the duality gap left), ``support_size`` (sequences in the support)
+and ``seconds`` (the solves' wall time over the swept sentences, one thread, as the run's
+threads). Decoding is the contract's ``decode`` (BCRF and mean field: the argmax of ``solve``'s
+marginals, read off the same solve); the network scores each batch once for every setting.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from implementations.registry import SPARSEMAP_SOLVERS
+
 from .batching import length_sorted_batches, select
 from .experiment import SWEEP_FILE, score_batch
 from .io import write_csv
 from .metrics import score
-from .objectives import Inference
+from .objectives import ChainScores, Inference
 from .schema import SWEEP_COLUMNS
 from .train import load_trained_run
 
@@ -31,18 +38,34 @@ TEMPERATURES = (1.0, 0.5, 0.1)  # BCRF's τ; the paper decodes at 0.1
 PENALTIES = (0.0, -1e4)  # mean field's replacement for -inf transitions: the default, and a large one
 MAX_SENTENCES = 200  # the first test sentences swept (segmentation's IBP at 50 iterations is slow on a CPU)
 
-
-def settings() -> list[tuple[str, int, float | None, float | None]]:
-    """Every (method, iterations, temperature, penalty) swept."""
-    bcrf = [("bcrf", k, temperature, None) for temperature in TEMPERATURES for k in ITERATIONS]
-    return bcrf + [("meanfield", k, None, penalty) for penalty in PENALTIES for k in ITERATIONS]
+#: (method, iterations, temperature, penalty, solver): each swept setting, None where not an option
+Setting = tuple[str, int, float | None, float | None, str | None]
 
 
-def _solve(chain, method: str, iterations: int, temperature: float | None, penalty: float | None):
-    """``solve``'s marginals (B, N, T) and its per-sentence diagnostic (B,)."""
+def settings() -> list[Setting]:
+    """Every setting swept."""
+    bcrf = [("bcrf", k, temperature, None, None) for temperature in TEMPERATURES for k in ITERATIONS]
+    meanfield = [("meanfield", k, None, penalty, None) for penalty in PENALTIES for k in ITERATIONS]
+    sparsemap = [("sparsemap", k, None, None, solver) for solver in SPARSEMAP_SOLVERS for k in ITERATIONS]
+    return bcrf + meanfield + sparsemap
+
+
+def _decode(chain: ChainScores, setting: Setting) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Decoded tags (B, N) and the per-sentence diagnostics (name -> (B,)) of one setting."""
+    method, iterations, temperature, penalty, solver = setting
+    if method == "sparsemap":
+        options = {"iterations": iterations, "solver": solver}
+        started = time.perf_counter()
+        result = Inference(method, "solve", options)(chain)
+        seconds = time.perf_counter() - started
+        tags = Inference(method, "decode", options)(chain)
+        support = (result.weights > 0).sum(-1).to(result.error.dtype)
+        share = torch.full_like(result.error, seconds / len(result.error))  # sums to the batch's time
+        return tags, {"wolfe_gap": result.error, "support_size": support, "seconds": share}
     option = {"temperature": temperature} if method == "bcrf" else {"penalty": penalty}
     result = Inference(method, "solve", {"iterations": iterations, **option})(chain)
-    return result.unary, result.error
+    name = "constraint_error" if method == "bcrf" else "last_change"
+    return result.unary.argmax(-1), {name: result.error}
 
 
 @torch.no_grad()
@@ -60,33 +83,30 @@ def sweep(
     scorer.eval()
     sentences = dataset.test[:max_sentences]
     grid = settings()
-    predicted: dict[tuple, list[list[int]]] = {setting: [[] for _ in sentences] for setting in grid}
-    diagnostic: dict[tuple, list[float]] = {setting: [] for setting in grid}
+    predicted: dict[Setting, list[list[int]]] = {setting: [[] for _ in sentences] for setting in grid}
+    diagnostics: dict[Setting, dict[str, float]] = {setting: {} for setting in grid}
     batches = length_sorted_batches(sentences, config.batch_size)
     for indices in tqdm(batches, desc="sweep", disable=not progress, leave=False):
         batch = select(sentences, indices)
         chain = score_batch(scorer, batch, dataset.tagset, device)
         for setting in grid:
-            unary, per_sentence = _solve(chain, *setting)
-            tags = unary.argmax(-1).cpu()
+            tags, per_sentence = _decode(chain, setting)
+            tags = tags.cpu()
             for row, index in enumerate(indices):
                 predicted[setting][index] = tags[row, : len(batch[row].tokens)].tolist()
-            diagnostic[setting] += per_sentence.cpu().tolist()
+            for name, values in per_sentence.items():
+                diagnostics[setting][name] = diagnostics[setting].get(name, 0.0) + float(values.sum())
     gold = [sentence.tags for sentence in sentences]
     run = {"dataset": config.dataset, "encoder_name": config.encoder_name, "loss": config.loss}
     run |= {"seed": config.seed, "sentences": len(sentences)}
     rows = []
-    for method, iterations, temperature, penalty in grid:
-        setting = (method, iterations, temperature, penalty)
+    for setting in grid:
         metrics = score(dataset.task, dataset.tagset, gold, predicted[setting])
-        diagnostic_name = "constraint_error" if method == "bcrf" else "last_change"
-        metrics[diagnostic_name] = sum(diagnostic[setting]) / len(sentences)
-        described = {
-            "method": method,
-            "iterations": iterations,
-            "temperature": temperature,
-            "penalty": penalty,
-        }
+        for name, total in diagnostics[setting].items():  # seconds: the total; the others: the mean
+            metrics[name] = total if name == "seconds" else total / len(sentences)
+        method, iterations, temperature, penalty, solver = setting
+        described = {"method": method, "iterations": iterations, "temperature": temperature}
+        described |= {"penalty": penalty, "solver": solver}
         rows += [run | described | {"metric": name, "value": value} for name, value in metrics.items()]
     table = pd.DataFrame(rows, columns=list(SWEEP_COLUMNS))
     write_csv(run_dir / SWEEP_FILE, table)

@@ -33,6 +33,7 @@ from .experiment import (
     MODEL_FILE,
     SUMMARY_FILE,
     load_dataset,
+    mean_support,
     predict,
     read_run_config,
     record_run,
@@ -134,6 +135,7 @@ def dev_curve(run_dir: Path) -> pd.DataFrame:
         | {"dev_metric": metric, "dev_value": entry[f"dev_{metric}"]}
         | {"selection_decoder": summary["selection_decoder"], "learning_rate": entry["learning_rate"]}
         | {"seconds": entry["seconds"], "best_epoch": summary["best_epoch"]}
+        | {"dev_support": entry.get("dev_support")}
         | {name: summary[name] for name in ("epoch_cap", "stopped_by", "still_improving")}
         for entry in summary["history"]
     ]
@@ -226,15 +228,16 @@ def train(
 
         predicted = predict(scorer, dataset.dev, tagset, DECODERS[selection], config.batch_size, device)
         dev_score = score(dataset.task, tagset, [s.tags for s in dataset.dev], predicted)[metric]
-        state["history"].append(
-            {
-                "epoch": epoch,
-                "train_loss": total_loss / len(dataset.train),
-                f"dev_{metric}": dev_score,
-                "learning_rate": scheduler.get_last_lr()[0],
-                "seconds": time.perf_counter() - started,
-            }
-        )
+        entry = {
+            "epoch": epoch,
+            "train_loss": total_loss / len(dataset.train),
+            f"dev_{metric}": dev_score,
+            "learning_rate": scheduler.get_last_lr()[0],
+            "seconds": time.perf_counter() - started,
+        }
+        if loss_function.method == "sparsemap":  # how sparse its predictions get over training
+            entry["dev_support"] = mean_support(scorer, dataset.dev, tagset, config.batch_size, device)
+        state["history"].append(entry)
         if dev_score > state["improved_dev"] + config.min_delta:  # a real step up, not a creep
             state["improved_epoch"], state["improved_dev"] = epoch, dev_score
         if dev_score > state["best_dev"]:

@@ -286,9 +286,61 @@ UNSTRUCTURED = Method(
     oracle_name="closed-form",
 )
 
+#: SparseMAP's solvers: the active set (default) and the conditional-gradient family.
+SPARSEMAP_SOLVERS = ("active-set", "fw", "away-fw", "pairwise-fw")
+
+SPARSEMAP = Method(
+    name="sparsemap",
+    kernel="sparsemap",
+    summary="SparseMAP (Niculae et al. 2018): a sparse mixture of a few tag sequences, by Viterbi calls",
+    options=(
+        Option(
+            "solver",
+            "active-set",
+            choice(*SPARSEMAP_SOLVERS),
+            "active-set: the relaxed QP on the support by its KKT system; fw, away-fw, pairwise-fw: "
+            "Frank-Wolfe variants with exact line search",
+        ),
+        _iterations(100),
+        Option(
+            "tolerance",
+            None,
+            tolerance,
+            "stop once the Wolfe gap is at most this (None: once it is within rounding of the scores)",
+        ),
+        Option("max_support", 32, positive_int, "slots for the support; a sequence that needs more stops"),
+        Option(
+            "oracle", "viterbi", choice("viterbi", "scan"), "MAP oracle: sequential Viterbi or max-plus scan"
+        ),
+        Option(
+            "cost",
+            "none",
+            choice("none", "hamming"),
+            "hamming: m-SparseMAP, the value at cost-augmented scores",
+            functions=("loss",),
+        ),
+    ),
+    losses=(
+        Use("sparsemap", "loss", "SparseMAP", natural_decoder="sparsemap"),
+        Use(
+            "m-sparsemap",
+            "loss",
+            "m-SparseMAP",
+            {"cost": "hamming"},
+            natural_decoder="sparsemap",
+        ),
+        Use("sparsemap-partial", "partial_loss", "SparseMAP partial", natural_decoder="sparsemap"),
+    ),
+    decoders=(Use("sparsemap", "decode", "SparseMAP"),),
+    variants={"sparsemap": {}},
+    oracle="sparsemap",
+    oracle_name="enumeration-qp",
+    agreement_options={"max_support": 64},
+)
+
 #: Every method, in the order listings show them.
 REGISTRY: Mapping[str, Method] = MappingProxyType(
-    {method.name: method for method in (CRF, CRF_SCAN, BCRF, MEANFIELD, UNSTRUCTURED)}
+    {method.name: method for method in (CRF, CRF_SCAN, BCRF, MEANFIELD, UNSTRUCTURED, SPARSEMAP)}
 )
 
 

@@ -31,3 +31,22 @@ class SolverOutput(NamedTuple):
     def error(self) -> Array:
         """(B,) the error after the last iteration run."""
         return self.errors[self.iterations - 1]
+
+
+class SparseMAPOutput(NamedTuple):
+    """``solve`` of SparseMAP: :class:`SolverOutput`'s fields, the error being the Wolfe (duality)
+    gap, and the support in fixed-size slots (``max_support`` = K)."""
+
+    unary: Array  # (B, N, T) u*
+    pairwise: Array  # (B, N-1, T, T) v* of the support found
+    value: Array  # (B,) θᵀy* − ½‖u*‖² (what ``log_partition`` returns)
+    iterations: Any  # iterations run: a Python int in torch, a 0-d integer array out of jax.jit
+    converged: Array  # (B,) bool: the gap reached the tolerance (not stopped by a full support)
+    errors: Array  # (iterations, B) Wolfe gap after each iteration; NaN for iterations not run
+    paths: Array  # (B, K, N) the support's tag sequences; -1 on padding and on empty slots
+    weights: Array  # (B, K) their weights y*, summing to 1; 0 on empty slots
+
+    @property
+    def error(self) -> Array:
+        """(B,) the gap after the last iteration run."""
+        return self.errors[self.iterations - 1]

@@ -16,6 +16,7 @@ import numpy as np
 from .. import registry
 from . import brute_force, ibp
 from . import meanfield as meanfield_loop
+from . import sparsemap as sparsemap_qp
 from . import unstructured as unstructured_closed
 from .common import logsumexp
 
@@ -88,3 +89,26 @@ def unstructured(sequence: Sequence, tags: np.ndarray, allowed: np.ndarray, **_:
         unstructured_closed.partial_loss(emissions, allowed),
         unary.argmax(-1),
     )
+
+
+def sparsemap(sequence: Sequence, tags: np.ndarray, allowed: np.ndarray, **_: Any) -> Answer | None:
+    """SparseMAP by the QP over every enumerated sequence (``reference.sparsemap``): the value, the
+    Fenchel–Young loss ``value + n/2 − θ_gold``, the partial loss ``value − value(allowed)`` and the
+    decoded sequence, the valid sequence with the largest sum of ``u*`` (found by enumeration)."""
+    n, num_tags = sequence["emissions"].shape
+    if num_tags**n > sparsemap_qp.LIMIT:
+        return None
+    solution = sparsemap_qp.sparsemap(**sequence)
+    masked = {**sequence, "emissions": np.where(allowed, sequence["emissions"], -np.inf)}
+    partial = solution.value - sparsemap_qp.sparsemap(**masked).value
+    gold = brute_force.path_score(tags, **sequence)
+    pattern = {key: _pattern(sequence[key]) for key in ("transitions", "start", "end")}
+    decoded = brute_force.best(solution.unary, **pattern)[1]
+    return Answer(
+        solution.unary, solution.pairwise, solution.value, solution.value + n / 2 - gold, partial, decoded
+    )
+
+
+def _pattern(scores: np.ndarray | None) -> np.ndarray | None:
+    """0 where a score is allowed, -inf where it is forbidden."""
+    return None if scores is None else np.where(np.isneginf(scores), -np.inf, 0.0)

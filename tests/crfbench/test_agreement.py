@@ -48,8 +48,10 @@ def test_report_on_the_real_implementations(tmp_path):
     written = pd.read_csv(csv)
     assert list(written.columns) == agreement.COLUMNS
     assert len(written) == len(table) > 0 and written.ok.all()
-    assert set(written.method) == {"crf", "crf-scan", "bcrf", "meanfield", "unstructured"}
-    assert {"brute-force", "ibp-loop", "meanfield-loop", "closed-form"} <= set(written.backend_b)
+    assert set(written.method) == {"crf", "crf-scan", "bcrf", "meanfield", "unstructured", "sparsemap"}
+    assert {"brute-force", "ibp-loop", "meanfield-loop", "closed-form", "enumeration-qp"} <= set(
+        written.backend_b
+    )
     text = report.read_text()
     assert f"{len(table)} comparisons, 0 outside tolerance" in text
     assert not list(tmp_path.rglob(".*.tmp")), "temporary files left behind"

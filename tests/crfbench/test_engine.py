@@ -124,7 +124,8 @@ def test_timing_measures_every_loss_and_decoder(tmp_path: Path) -> None:
     table = time_run(make_config(), tmp_path, batches=1, rounds=2, warmup=1, progress=False)
     assert (tmp_path / "timing.csv").exists() and (tmp_path / "config.json").exists()
     full_losses = [name for name in LOSSES if "partial" not in name]
-    assert Counter(table.name) == Counter({name: 2 for name in full_losses + list(DECODERS)})
+    expected = [("train", name) for name in full_losses] + [("decode", name) for name in DECODERS]
+    assert Counter(zip(table.kind, table.name, strict=True)) == Counter({key: 2 for key in expected})
     assert (table.seconds > 0).all()
     assert set(table.kind) == {"train", "decode"}
     assert (table.threads == 1).all()

@@ -44,7 +44,10 @@ GRAD_RTOL = GRAD_ATOL = 1e-9
 #: (method, options): each method's defaults, and every option value of the contract at least
 #: once -- bcrf: iterations 1/3/10, τ 1 and 0.1 (decode's default τ is 0.1), both orders, both
 #: gradients; mean field: both inits, iterations 1/5/10, the default and a moderate penalty;
-#: unstructured: decode with and without repair.
+#: unstructured: decode with and without repair; sparsemap: the active set with both oracles, a
+#: full support, an iteration cap and a tolerance. Its Frank–Wolfe variants are held to the
+#: reference QP in each backend instead (test_sparsemap.py): their trajectories follow ties in
+#: the oracle and the away atom, which the frameworks' last-bit differences break differently.
 SETTINGS: list[tuple[str, dict[str, Any]]] = [
     ("crf", {}),
     ("crf-scan", {}),
@@ -59,6 +62,9 @@ SETTINGS: list[tuple[str, dict[str, Any]]] = [
     ("meanfield", {"init": "unary", "iterations": 1, "penalty": -30.0}),
     ("meanfield", {"init": "uniform", "iterations": 5}),
     ("meanfield", {"init": "unary", "iterations": 5}),
+    ("sparsemap", {}),  # active set, Viterbi oracle, to convergence
+    ("sparsemap", {"oracle": "scan", "max_support": 4}),  # stops at a full support
+    ("sparsemap", {"iterations": 3, "tolerance": 1e-3}),
 ]
 
 

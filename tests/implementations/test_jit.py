@@ -31,6 +31,7 @@ TORCH = backends.get("torch")
 #: with non-default options, so that the options really are static under jit.
 BCRF = {"iterations": 3, "temperature": 0.5, "order": "even-odd"}
 MEANFIELD = {"iterations": 3, "init": "uniform", "penalty": -50.0}
+SPARSEMAP = {"solver": "pairwise-fw", "iterations": 20, "max_support": 8, "oracle": "scan"}
 CASES: list[tuple[str, str, dict[str, Any]]] = [
     *[
         (m, fn, {})
@@ -46,6 +47,11 @@ CASES: list[tuple[str, str, dict[str, Any]]] = [
         ("meanfield", fn, MEANFIELD)
         for fn in ("marginals", "decode", "loss", "partial_loss", "log_partition", "solve")
     ],
+    *[
+        ("sparsemap", fn, SPARSEMAP)
+        for fn in ("marginals", "decode", "partial_loss", "log_partition", "solve")
+    ],
+    ("sparsemap", "loss", {**SPARSEMAP, "cost": "hamming"}),
 ]
 IDS = [f"{m}-{fn}" + "".join(f"-{k}={v}" for k, v in o.items()) for m, fn, o in CASES]
 

@@ -1,8 +1,8 @@
 """The solver output record every iterative method returns (``implementations.solver``), and the
 optional ``tolerance`` that stops the iterations early.
 
-Checked for every iterative method of the registry, in every backend: the error history is what
-the iterate's own error measure gives (BCRF: the polytope violation recomputed from the arc
+Checked for every fixed-point method of the registry (BCRF, mean field), in every backend: the
+error history is what the iterate's own error measure gives (BCRF: the polytope violation recomputed from the arc
 marginals by the NumPy reference; mean field: the largest change of a marginal, from the loop
 reference); a tolerance stops at the first iteration where every sequence is within it, gives the
 same iterate as that many fixed iterations, freezes each sequence once it is within (so a padded
@@ -25,7 +25,9 @@ from implementations.reference import meanfield as mf_ref
 from .backends import Backend
 from .instances import Instance, apply, make_instance, npy
 
-ITERATIVE = [name for name, method in registry.REGISTRY.items() if method.iterative]
+#: the fixed-point methods: the shared ``tolerance`` option (``None``: run every iteration);
+#: SparseMAP's solvers stop at their optimality certificate and have their own (test_sparsemap.py)
+ITERATIVE = [name for name, method in registry.REGISTRY.items() if registry.TOLERANCE in method.options]
 TOLERANCE = {"bcrf": 1e-6, "meanfield": 1e-6}
 MAX_ITERATIONS = 200
 
