@@ -106,6 +106,13 @@ _SUPERVISED_ROWS = (
     *(_decode_row("crf", decoder) for decoder in _ALL_DECODERS),
     *(_decode_row("meanfield", decoder) for decoder in ("viterbi", "meanfield-5", "meanfield-10")),
     *(_decode_row("bcrf", decoder) for decoder in ("viterbi", "bcrf-5", "bcrf-10")),
+    # SparseMAP (Niculae et al. 2018), not in the BCRF paper: decoding a CRF, and its own losses
+    _decode_row("crf", "sparsemap", in_paper=False),
+    *(
+        _decode_row(train, decoder, in_paper=False)
+        for train in ("sparsemap", "m-sparsemap")
+        for decoder in ("viterbi", "sparsemap")
+    ),
 )
 _PARTIAL_ROWS = tuple(
     _decode_row(train, decoder) for train in ("crf-partial", "bcrf-partial") for decoder in _ALL_DECODERS
