@@ -213,10 +213,21 @@ def _decoded_path_scores(tags: np.ndarray, instance: Instance) -> np.ndarray:
     )
 
 
+def _release_compiled(backends: tuple[str, ...]) -> None:
+    """Drop JAX's compiled programs: each grid point has its own shapes, so they are never reused,
+    and a full grid's worth (SparseMAP's solver loops among them) exhausts the process's memory
+    mappings (LLVM: "Unable to allocate section memory")."""
+    if "jax" in backends:
+        import jax
+
+        jax.clear_caches()
+
+
 def agreement_rows(grid: Grid, backends: tuple[str, ...]) -> Iterator[dict[str, object]]:
     """One row per comparison, over the whole grid."""
     points = itertools.product(grid.lengths, grid.num_tags, grid.neg_inf)
     for seed, (length, num_tags, neg_inf) in enumerate(points):
+        _release_compiled(backends)
         instance = make_instance(length, num_tags, neg_inf, seed)
         for method in implementations.METHODS:
             reference = run_reference(method, instance)

@@ -52,6 +52,16 @@ settings.register_profile("thorough", max_examples=1000, **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+@pytest.fixture(autouse=True, scope="module")
+def release_jax_programs():
+    """Drop JAX's compiled programs after each test module: the suite compiles thousands (every
+    method, option set and shape), which would otherwise pile up to the process's limit of memory
+    mappings (LLVM: "Unable to allocate section memory")."""
+    yield
+    if jax is not None:
+        jax.clear_caches()
+
+
 @pytest.fixture(scope="session", params=implementations.BACKENDS)
 def backend(request: pytest.FixtureRequest) -> backends.Backend:
     """The test adapter of each backend in turn; jax is skipped when it is not installed.

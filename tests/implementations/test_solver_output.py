@@ -2,12 +2,12 @@
 optional ``tolerance`` that stops the iterations early.
 
 Checked for every fixed-point method of the registry (BCRF, mean field), in every backend: the
-error history is what the iterate's own error measure gives (BCRF: the polytope violation recomputed from the arc
-marginals by the NumPy reference; mean field: the largest change of a marginal, from the loop
-reference); a tolerance stops at the first iteration where every sequence is within it, gives the
-same iterate as that many fixed iterations, freezes each sequence once it is within (so a padded
-batch gives each sequence what it gets alone), and leaves NaN for iterations not run; the
-functions other than ``solve`` stop at the same point; and the jitted jax ``solve`` (a
+error history is what the iterate's own error measure gives (BCRF: the polytope violation
+recomputed from the arc marginals by the NumPy reference; mean field: the largest change of a
+marginal, from the loop reference); a tolerance stops at the first iteration where every sequence
+is within it, gives the same iterate as that many fixed iterations, freezes each sequence once it
+is within (so a padded batch gives each sequence what it gets alone), and leaves NaN for iterations
+not run; the functions other than ``solve`` stop at the same point; and the jitted jax ``solve`` (a
 ``lax.while_loop``) equals the eager one.
 """
 
