@@ -8,15 +8,14 @@ Writes ``sweep.csv`` into the run directory: one tidy row per (method, iteration
 penalty or solver, metric). Metrics: the task's metrics of :func:`metrics.score` (``violations`` is
 the share of invalid outputs) and, per sentence averaged, ``constraint_error`` (BCRF: the iterate's
 largest error in the polytope's constraints), ``last_change`` (mean field: the last update's size),
-or for SparseMAP ``wolfe_gap`` (the duality gap left), ``support_size`` (sequences in the support)
-and ``seconds`` (the solves' wall time over the swept sentences, one thread, as the run's
-threads). Decoding is the contract's ``decode`` (BCRF and mean field: the argmax of ``solve``'s
+or for SparseMAP ``wolfe_gap`` (the duality gap left) and ``support_size`` (sequences in the
+support); time is the asv suite's (``benchmarks/bench_sparsemap.py``), so this table is the same
+on every run. Decoding is the contract's ``decode`` (BCRF and mean field: the argmax of ``solve``'s
 marginals, read off the same solve); the network scores each batch once for every setting.
 """
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -55,13 +54,10 @@ def _decode(chain: ChainScores, setting: Setting) -> tuple[torch.Tensor, dict[st
     method, iterations, temperature, penalty, solver = setting
     if method == "sparsemap":
         options = {"iterations": iterations, "solver": solver}
-        started = time.perf_counter()
         result = Inference(method, "solve", options)(chain)
-        seconds = time.perf_counter() - started
         tags = Inference(method, "decode", options)(chain)
         support = (result.weights > 0).sum(-1).to(result.error.dtype)
-        share = torch.full_like(result.error, seconds / len(result.error))  # sums to the batch's time
-        return tags, {"wolfe_gap": result.error, "support_size": support, "seconds": share}
+        return tags, {"wolfe_gap": result.error, "support_size": support}
     option = {"temperature": temperature} if method == "bcrf" else {"penalty": penalty}
     result = Inference(method, "solve", {"iterations": iterations, **option})(chain)
     name = "constraint_error" if method == "bcrf" else "last_change"
@@ -102,8 +98,8 @@ def sweep(
     rows = []
     for setting in grid:
         metrics = score(dataset.task, dataset.tagset, gold, predicted[setting])
-        for name, total in diagnostics[setting].items():  # seconds: the total; the others: the mean
-            metrics[name] = total if name == "seconds" else total / len(sentences)
+        for name, total in diagnostics[setting].items():
+            metrics[name] = total / len(sentences)
         method, iterations, temperature, penalty, solver = setting
         described = {"method": method, "iterations": iterations, "temperature": temperature}
         described |= {"penalty": penalty, "solver": solver}

@@ -344,6 +344,10 @@ REGISTRY: Mapping[str, Method] = MappingProxyType(
 )
 
 
+#: The NumPy oracles the agreement report checks the methods against, by the names it gives them.
+ORACLE_NAMES: tuple[str, ...] = tuple(dict.fromkeys(method.oracle_name for method in REGISTRY.values()))
+
+
 def _uses(kind: str) -> dict[str, tuple[Method, Use]]:
     table = {use.name: (method, use) for method in REGISTRY.values() for use in getattr(method, kind)}
     assert len(table) == sum(len(getattr(m, kind)) for m in REGISTRY.values()), f"duplicate {kind} name"

@@ -12,7 +12,8 @@ also gives the Wolfe (duality) gap ``max_s (θ_s − m_sᵀu) − Σ y_s (θ_s �
 Solvers (``solver``):
 
 - ``active-set`` (the default; the paper's Algorithm 2): the relaxed QP on the support by its
-  bordered KKT system (Eq. 9), whose inverse is updated in O(K²) as an atom enters or leaves;
+  bordered KKT system (Eq. 9), whose inverse is updated in O(K²) as an atom enters or leaves
+  and refined by one Newton–Schulz step against the exact system per iteration;
   a line search (Eq. 10) drops the atom whose weight would turn negative; an atom enters when the
   oracle breaks the optimality certificate ``θ_s − m_sᵀû ≤ τ̂``. An entering atom whose ``m_s``
   lies in the affine hull of the support (possible: transitions enter ``θ`` but not ``M``) would
@@ -226,6 +227,13 @@ def _place(state: _State, slot: Tensor, apply: Tensor, weight: Tensor) -> _State
     )
 
 
+def _distribution(weights: Tensor, active: Tensor) -> Tensor:
+    """``weights`` put back on the simplex (rounding moves their sum by a few ulps per step): the
+    reported gap is then the Wolfe gap of a valid distribution, so ``converged`` never lies."""
+    weights = torch.where(active, weights.clamp(min=0), 0.0)
+    return weights / weights.sum(-1, keepdim=True)
+
+
 def _active_set_step(problem: _Problem, state: _State) -> _State:
     """One step of the active-set method: the oracle's atom enters where the certificate fails
     at a settled iterate; then the relaxed QP on the support, and a line search toward it."""
@@ -240,7 +248,7 @@ def _active_set_step(problem: _Problem, state: _State) -> _State:
     column = _bordered(agreement, state.active, state.weights)
     solved = (state.inverse @ column.unsqueeze(-1)).squeeze(-1)
     schur = sizes - (column * solved).sum(-1)
-    dependent = schur <= 1e3 * eps * sizes * max_support
+    dependent = schur <= eps**0.5 * sizes  # nearly dependent: 1/σ would swamp the inverse
     full = state.active.all(-1) & ~dependent
     enter = running & state.settled
     stop = enter & (duplicate | full)
@@ -266,6 +274,7 @@ def _active_set_step(problem: _Problem, state: _State) -> _State:
     schur = sizes - (column * solved).sum(-1)
     state = _place(state, slot, enter, step)._replace(inverse=_add(state.inverse, slot, solved, schur, enter))
     # the relaxed QP on the support (Eq. 9), then the line search toward its solution (Eq. 10)
+    state = state._replace(inverse=_refined(state, sizes))
     move = running & ~stop
     right = torch.cat([torch.where(state.active, state.theta, 0.0), state.weights.new_ones(batch, 1)], 1)
     relaxed = torch.where(state.active, (state.inverse @ right.unsqueeze(-1))[:, :max_support, 0], 0.0)
@@ -284,6 +293,7 @@ def _active_set_step(problem: _Problem, state: _State) -> _State:
         inverse=_remove(state.inverse, leaving, drop),
         settled=torch.where(move, feasible, state.settled),
     )
+    state = state._replace(weights=_distribution(state.weights, state.active))
     state = _ask(problem, state)
     converged = state.settled & (state.gap <= _threshold(problem, state))
     return state._replace(done=state.done | stop | converged, stalled=state.stalled | (stop & ~duplicate))
@@ -345,9 +355,9 @@ def _frank_wolfe_step(problem: _Problem, state: _State, variant: str) -> _State:
     return state._replace(done=state.done | stop | converged, stalled=state.stalled | stop)
 
 
-def _gram_inverse(state: _State, sizes: Tensor) -> Tensor:
-    """The KKT inverse on a Frank–Wolfe support, recomputed (a pseudo-inverse: such a support may
-    be affinely dependent), identity on inactive slots."""
+def _system(state: _State, sizes: Tensor) -> Tensor:
+    """The bordered KKT matrix ``[[G_I, 1], [1ᵀ, 0]]`` of the support (B, K+1, K+1), exact (the
+    Gram entries count agreeing positions), identity on inactive slots."""
     batch, max_support = state.active.shape
     paths = state.paths
     gram = ((paths.unsqueeze(2) == paths.unsqueeze(1)) & (paths.unsqueeze(1) >= 0)).sum(-1).to(sizes.dtype)
@@ -355,11 +365,25 @@ def _gram_inverse(state: _State, sizes: Tensor) -> Tensor:
     eye = torch.eye(max_support, dtype=sizes.dtype, device=sizes.device)
     gram = torch.where(both, gram, eye)
     border = state.active.to(sizes.dtype).unsqueeze(-1)
-    system = torch.cat(
+    return torch.cat(
         [torch.cat([gram, border], 2), torch.cat([border.transpose(1, 2), sizes.new_zeros(batch, 1, 1)], 2)],
         1,
     )
-    return torch.linalg.pinv(system, hermitian=True)
+
+
+def _refined(state: _State, sizes: Tensor) -> Tensor:
+    """The KKT inverse after one Newton–Schulz step ``H + H (I − A H)`` against the exact system
+    ``A``: the O(K²) updates lose digits on the ill-conditioned systems of long sentences (paths
+    that differ in a few positions), and the step squares the residual ``I − A H``."""
+    residual = -(_system(state, sizes) @ state.inverse)
+    residual.diagonal(dim1=-2, dim2=-1).add_(1.0)
+    return state.inverse + state.inverse @ residual
+
+
+def _gram_inverse(state: _State, sizes: Tensor) -> Tensor:
+    """The KKT inverse on a Frank–Wolfe support, recomputed (a pseudo-inverse: such a support may
+    be affinely dependent), identity on inactive slots."""
+    return torch.linalg.pinv(_system(state, sizes), hermitian=True)
 
 
 class _Solution(NamedTuple):
