@@ -212,6 +212,17 @@ def test_a_run_at_its_epoch_cap_with_a_rising_curve_is_flagged(tmp_path: Path) -
     assert curve.dev_value.tolist() == [entry["dev_f1"] for entry in summary["history"]]
 
 
+def test_a_sparsemap_loss_records_its_support_size_per_epoch(tmp_path: Path) -> None:
+    """``dev_support``: the mean number of sequences in SparseMAP's support on dev, per epoch, for a
+    SparseMAP loss only (empty in the curve of any other loss)."""
+    summary = train(make_config("sparsemap", epochs=2, patience=3), tmp_path / "sparsemap", progress=False)
+    curve = dev_curve(tmp_path / "sparsemap")
+    assert curve.dev_support.tolist() == [entry["dev_support"] for entry in summary["history"]]
+    assert (curve.dev_support >= 1).all() and summary["selection_decoder"] == "sparsemap"
+    train(make_config("crf", epochs=1), tmp_path / "crf", progress=False)
+    assert dev_curve(tmp_path / "crf").dev_support.isna().all()
+
+
 def test_evaluation_writes_the_test_sentences_counts_behind_its_metrics(tmp_path: Path) -> None:
     config = make_config("crf", epochs=1)
     train(config, tmp_path, progress=False)
