@@ -23,10 +23,11 @@ Solvers (``solver``):
   line search (Eq. 8), the away atom being the *worst* active one (the digest's correction).
 
 A sequence stops once its gap is within ``tolerance`` (or, with ``None``, within rounding of its
-scores); it is then frozen, so padding and batching change nothing. Fallbacks, never NaN: an
-oracle answer already in the support stops the sequence (its gap is then rounding); a sequence
-whose support would exceed ``max_support``, or that reaches ``iterations``, stops where it is, a
-valid distribution over its paths, with ``converged`` False and its gap in ``errors``. The
+scores, amplified by the condition number of the active set's KKT system); it is then frozen, so
+padding and batching change nothing. Fallbacks, never NaN: an oracle answer already in the
+support stops the sequence (its gap is then rounding); a sequence whose support would exceed
+``max_support``, or that reaches ``iterations``, or whose step comes out non-finite, stops where
+it is, a valid distribution over its paths, with ``converged`` False and its gap in ``errors``. The
 iterations are a ``lax.while_loop`` (at least one runs), which stops once every sequence is done.
 
 Gradients: ``marginals`` backpropagates by the paper's Prop. 1 on the final support, ``[u; v]``
@@ -72,6 +73,7 @@ class _State(NamedTuple):
     active: Array  # (B, K) bool: slot holds an atom of the support
     weights: Array  # (B, K): y, 0 on inactive slots
     theta: Array  # (B, K): θ_s of each slot's path
+    gram: Array  # (B, K, K): m_kᵀm_l, the positions where two slots' paths agree (stale off the support)
     inverse: Array  # (B, K+1, K+1): KKT inverse on the support, identity on inactive slots
     settled: Array  # (B,) bool: y solves the relaxed QP on its support (active set)
     candidate: Array  # (B, N) integer: the oracle's answer at y
@@ -91,8 +93,13 @@ def _onehot(paths: Array, num_tags: int, dtype: Any) -> Array:
 
 
 def _unary(paths: Array, weights: Array, num_tags: int) -> Array:
-    """``Σ_k weights_k m_k`` (B, N, T)."""
-    return jnp.einsum("bk,bknt->bnt", weights, _onehot(paths, num_tags, weights.dtype))
+    """``Σ_k weights_k m_k`` (B, N, T): each slot's weight added at its tags (a scatter, not a
+    (B, K, N, T) one-hot: the solver asks for it every iteration)."""
+    batch, _, length = paths.shape
+    source = weights[..., None] * (paths >= 0)  # (B, K, N)
+    rows, positions = jnp.arange(batch)[:, None, None], jnp.arange(length)[None, None, :]
+    unary = jnp.zeros((batch, length, num_tags), weights.dtype)
+    return unary.at[rows, positions, jnp.maximum(paths, 0)].add(source)
 
 
 def _pairwise(paths: Array, weights: Array, num_tags: int) -> Array:
@@ -183,12 +190,22 @@ def _ask(problem: _Problem, state: _State) -> _State:
     return state._replace(candidate=path, candidate_theta=theta, candidate_slack=best, gap=best - mean_slack)
 
 
-def _threshold(problem: _Problem, state: _State) -> Array:
+def _threshold(problem: _Problem, state: _State, conditioning: Array | float = 1.0) -> Array:
     """(B,) the gap under which a sequence has converged: ``tolerance``, and never under the
-    rounding error of the gap, a difference of numbers of the size of the path scores."""
+    rounding error of the gap, a difference of numbers of the size of the path scores, computed
+    from weights solved in a system of condition number ``conditioning``."""
     scale = jnp.where(state.active, jnp.abs(state.theta), 0.0).max(-1) + jnp.abs(state.candidate_theta)
-    rounding = 256 * jnp.finfo(state.weights.dtype).eps * (scale + problem.sizes)
+    rounding = 256 * jnp.finfo(state.weights.dtype).eps * (scale + problem.sizes) * conditioning
     return jnp.maximum(rounding, problem.tolerance)
+
+
+def _conditioning(state: _State, sizes: Array) -> Array:
+    """(B,) ``‖A‖∞ ‖A⁻¹‖∞`` of the support's KKT system: how much the solved weights, hence the
+    gap, amplify rounding. Without it the active set would chase gaps below what its own
+    weights resolve: on a long sentence with 30 nearly dependent atoms the gap stalls near 1e-10,
+    atoms keep entering and leaving, and the system degenerates (seen in training)."""
+    norm = jnp.abs(_system(state, sizes)).sum(-1).max(-1)
+    return norm * jnp.abs(state.inverse).sum(-1).max(-1)
 
 
 def _initial(problem: _Problem, max_support: int) -> _State:
@@ -210,6 +227,7 @@ def _initial(problem: _Problem, max_support: int) -> _State:
         active=jnp.broadcast_to(first, (batch, max_support)),
         weights=jnp.broadcast_to(first.astype(emissions.dtype), (batch, max_support)),
         theta=jnp.where(first, theta[:, None], 0.0),
+        gram=jnp.where(first & first[:, None], problem.sizes[:, None, None], 0.0),
         inverse=inverse,
         settled=~flags,
         candidate=path,
@@ -231,11 +249,15 @@ def _first(mask: Array) -> Array:
 def _place(state: _State, slot: Array, apply: Array, weight: Array) -> _State:
     """The oracle's answer into ``slot`` with ``weight``, where ``apply``."""
     here = apply[:, None] & (jnp.arange(state.active.shape[1]) == slot[:, None])
+    paths = jnp.where(here[..., None], state.candidate[:, None], state.paths)
+    row = _agreement(paths, state.candidate).astype(state.gram.dtype)  # (B, K), the length at slot
+    gram = jnp.where(here[:, :, None], row[:, None, :], state.gram)
     return state._replace(
-        paths=jnp.where(here[..., None], state.candidate[:, None], state.paths),
+        paths=paths,
         active=state.active | here,
         weights=jnp.where(here, weight[:, None], state.weights),
         theta=jnp.where(here, state.candidate_theta[:, None], state.theta),
+        gram=jnp.where(here[:, None, :], row[:, :, None], gram),
     )
 
 
@@ -305,7 +327,7 @@ def _active_set_step(problem: _Problem, state: _State) -> _State:
     )
     state = state._replace(weights=_distribution(state.weights, state.active))
     state = _ask(problem, state)
-    converged = state.settled & (state.gap <= _threshold(problem, state))
+    converged = state.settled & (state.gap <= _threshold(problem, state, _conditioning(state, sizes)))
     return state._replace(done=state.done | stop | converged, stalled=state.stalled | (stop & ~duplicate))
 
 
@@ -370,8 +392,7 @@ def _system(state: _State, sizes: Array) -> Array:
     """The bordered KKT matrix ``[[G_I, 1], [1ᵀ, 0]]`` of the support (B, K+1, K+1), exact (the
     Gram entries count agreeing positions), identity on inactive slots."""
     batch, max_support = state.active.shape
-    paths = state.paths
-    gram = ((paths[:, :, None] == paths[:, None]) & (paths[:, None] >= 0)).sum(-1).astype(sizes.dtype)
+    gram = state.gram
     both = state.active[:, :, None] & state.active[:, None, :]
     eye = jnp.eye(max_support, dtype=sizes.dtype)
     gram = jnp.where(both, gram, eye)
@@ -453,12 +474,7 @@ def _solve(
                 new = _active_set_step(problem, state)
             else:
                 new = _frank_wolfe_step(problem, state, solver)
-            state = _State(
-                *(
-                    jnp.where(_rows(state.done, old), old, fresh)
-                    for old, fresh in zip(state, new, strict=True)
-                )
-            )
+            state = _advance(state, new)
             return k + 1, state, errors.at[k].set(jnp.maximum(state.gap, 0))
 
         run, state, errors = lax.while_loop(unfinished, body, (jnp.asarray(0, dtype=int), state, errors))
@@ -480,6 +496,16 @@ def _solve(
             converged,
             errors.astype(dtype),
         )
+
+
+def _advance(state: _State, new: _State) -> _State:
+    """``new`` on the running rows; a row whose step went non-finite keeps its iterate (a valid
+    distribution) and stops unconverged: a safeguard, the contract promises no NaN."""
+    finite = jnp.isfinite(new.gap) & jnp.isfinite(new.weights).all(-1)
+    broken = ~(finite & jnp.isfinite(new.inverse).reshape(new.inverse.shape[0], -1).all(-1))
+    keep = state.done | broken
+    state = _State(*(jnp.where(_rows(keep, a), a, b) for a, b in zip(state, new, strict=True)))
+    return state._replace(done=state.done | broken, stalled=state.stalled | broken)
 
 
 def _rows(done: Array, like: Array) -> Array:

@@ -20,6 +20,7 @@ backend and with every solver (docs/derivations.md §8).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,7 @@ import pytest
 from implementations.reference import brute_force
 from implementations.reference.sparsemap import sparsemap as reference
 
-from .backends import TORCH_ONLY, Backend
+from .backends import TORCH_ONLY, Backend, get
 from .instances import Instance, all_lengths_instance, apply, make_instance, npy, random_allowed
 
 SOLVERS = ("active-set", "pairwise-fw", "away-fw", "fw")
@@ -36,6 +37,7 @@ EXACT_SOLVERS = ("active-set", "pairwise-fw", "away-fw")  # u* to 1e-6 within th
 #: iterations that bring the linearly convergent Frank–Wolfe variants to rounding on these sizes
 ITERATIONS = {"active-set": 100, "pairwise-fw": 6000, "away-fw": 6000, "fw": 3000}
 MAX_SUPPORT = 32
+DATA = Path(__file__).parent / "data"
 
 
 def options(solver: str, **extra: Any) -> dict[str, Any]:
@@ -332,6 +334,46 @@ def test_ties_everywhere(solver: str, backend: Backend) -> None:
     unary = npy(out.unary)
     assert npy(out.converged).all()
     np.testing.assert_allclose(unary[inst.valid()], 1 / 3, atol=1e-6)
+
+
+def test_a_support_at_the_rounding_floor_stops(backend: Backend) -> None:
+    """A sentence met in training (Dutch POS, 27 tokens, 17 tags, per-position transitions; saved
+    in ``data/``): its gap falls to about 1e-11 at iteration 29 with 30 nearly dependent atoms.
+    Held to the rounding floor of well-conditioned systems, the active set went on to 63
+    iterations, atoms entering and leaving; in its training batch the system degenerated and
+    the loss went NaN. The floor scales with the KKT system's condition number, so it stops."""
+    stored = np.load(DATA / "sparsemap_training_stall.npz")
+    scores = {key: stored[key] for key in ("emissions", "transitions", "lengths")}
+    scores["start"] = scores["end"] = None
+    module = backend.module("sparsemap")
+    out = apply(module, "solve", backend.arrays(scores, "float32"), **options("active-set"))
+    assert npy(out.converged).all() and np.isfinite(npy(out.unary)).all()
+    assert int(out.iterations) <= 35 and float(npy(out.error)[0]) < 1e-9
+    np.testing.assert_allclose(npy(out.unary).sum(-1), 1.0, atol=1e-5)
+
+
+@TORCH_ONLY
+def test_a_step_that_goes_non_finite_keeps_the_last_iterate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The safeguard behind "never NaN": a sequence whose step returns non-finite weights keeps
+    its previous iterate, a valid distribution, and stops unconverged; the others go on."""
+    import torch
+
+    from implementations.torch_backend import sparsemap as module
+
+    step = module._active_set_step
+
+    def poisoned(problem: Any, state: Any) -> Any:
+        new = step(problem, state)
+        return new._replace(weights=new.weights.index_fill(0, torch.tensor([0]), float("nan")))
+
+    monkeypatch.setattr(module, "_active_set_step", poisoned)
+    inst = case(dict(seed=0, num_tags=3))
+    adapter = get("torch")
+    out = apply(adapter.module("sparsemap"), "solve", inst.arrays(adapter), **options("active-set"))
+    unary, converged = npy(out.unary), npy(out.converged)
+    assert np.isfinite(unary).all() and np.isfinite(npy(out.value)).all()
+    np.testing.assert_allclose(npy(out.weights)[0].sum(), 1.0)
+    assert not converged[0] and converged[1:].all()
 
 
 def test_padding_changes_nothing(backend: Backend) -> None:
