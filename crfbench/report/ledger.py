@@ -37,7 +37,12 @@ INCONCLUSIVE = "inconclusive"
 MIXED = "mixed"
 NOT_TESTABLE = "not testable here"
 
-VERDICT_RULE = """\
+#: Iteration budgets at which a solver claim compares solvers, and the Wolfe gaps that count as
+#: equal (both solvers at rounding once converged).
+SOLVER_BUDGETS = (10, 20, 50)
+GAP_TIE = 1e-9
+
+VERDICT_RULE = f"""\
 MARGIN is 1 percentage point; [lo, hi] is the 95% bootstrap interval of our A − B in
 one cell. An equivalence claim ("matches", "close to", "few iterations suffice": the paper's
 difference is about 0) is reproduced when −MARGIN ≤ lo and hi ≤ +MARGIN, not reproduced when the
@@ -47,6 +52,12 @@ when the interval excludes 0 on the claimed side, not reproduced when its claime
 within the margin (an effect of MARGIN or more in the claimed direction is ruled out: this covers an
 interval on the wrong side of 0, and no difference at all), else inconclusive. A GPU speed claim
 measured on CUDA timings is reproduced in a cell when the speed-up is above 1, else not reproduced.
+A sparsity claim's cell (one SparseMAP loss on one dataset) is reproduced when the mean dev
+support size at the selected epoch is below epoch 1's in every seed, not reproduced when in none,
+else inconclusive. A solver claim's cell (the active set against one other solver on the sweep) is
+reproduced when its mean Wolfe gap (ties within {GAP_TIE:g}) and mean support size are no larger at
+every budget of {", ".join(map(str, SOLVER_BUDGETS))} iterations, not reproduced when at none, else
+inconclusive.
 A claim is reproduced when every cell is, not reproduced when some cell is not and none is, mixed
 when some cells are reproduced and some are not, else inconclusive; it is not testable here when its
 method is not built, when it is a GPU claim and no timing ran on CUDA, or when no cell was run."""
@@ -100,12 +111,32 @@ class SpeedClaim:
     iterations: int | None = None
 
 
+@dataclass(frozen=True)
+class SparsityClaim:
+    """The mean dev support size of each SparseMAP loss's model (curves.csv ``dev_support``) at
+    its selected epoch against epoch 1, per (dataset, encoder, loss) cell: reproduced when it fell
+    in every seed, not reproduced when it fell in none, else inconclusive."""
+
+    losses: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SolverClaim:
+    """SparseMAP's ``reference`` solver against each other one on the sweep (CRF-trained models),
+    per (dataset, encoder, other solver) cell: at each iteration budget of ``budgets``, a mean
+    Wolfe gap (up to ``GAP_TIE``) and a mean support size no larger. Reproduced when that holds
+    at every budget, not reproduced when at none, else inconclusive."""
+
+    budgets: tuple[int, ...]
+    reference: str = "active-set"
+
+
 SUPERVISED = POS + SEG + NER
 #: What each claim of claims.csv (``/work/shared/data/paper/claims.csv``, column ``comparison``)
 #: compares. A claim that names no dataset covers every supervised dataset; the partial-label data
 #: has its own losses (bcrf-8). bcrf-11 names no training loss: both models that BCRF decodes in
 #: Tables 1a-1c. bcrf-9's "bcrf-10" is the bcrf loss at TRAIN_ITERATIONS, as in Table 2.
-CLAIMS: dict[str, AccuracyClaim | SpeedClaim] = {
+CLAIMS: dict[str, AccuracyClaim | SpeedClaim | SparsityClaim | SolverClaim] = {
     "bcrf-1": AccuracyClaim(SUPERVISED, (Comparison("bcrf/viterbi", "crf/viterbi", "equal"),)),
     "bcrf-2": AccuracyClaim(SUPERVISED, (Comparison("crf/bcrf-10", "crf/viterbi", "equal"),)),
     "bcrf-3": AccuracyClaim(SUPERVISED, (Comparison("crf/bcrf-10", "crf/meanfield-10", "higher"),)),
@@ -142,6 +173,12 @@ CLAIMS: dict[str, AccuracyClaim | SpeedClaim] = {
             Comparison("m-sparsemap/viterbi", "crf/viterbi", "higher"),
         ),
     ),
+    # Fig. 4 (dependency parsing) tracks the support of the trained model over epochs; ours is the
+    # same measure on every sequence-labelling task trained with a SparseMAP loss.
+    "sparsemap-2": SparsityClaim(("sparsemap", "m-sparsemap")),
+    # Fig. 2 (random-potential trees): objective and sparsity against iterations; ours on the
+    # sweep's CRF-trained chains, from 10 iterations (below that every solver is still adding).
+    "sparsemap-3": SolverClaim(SOLVER_BUDGETS),
     "bcrf-11": AccuracyClaim(
         SUPERVISED,
         (
@@ -149,6 +186,11 @@ CLAIMS: dict[str, AccuracyClaim | SpeedClaim] = {
             Comparison("bcrf/bcrf-5", "bcrf/bcrf-10", "equal"),
         ),
     ),
+}
+
+#: Claims this suite cannot test whatever is run, and why.
+OUT_OF_SCOPE = {
+    "sparsemap-4": "no NLI task: SparseMAP attention needs a sentence-pair model, outside sequence labelling",
 }
 
 #: Columns of the per-cell table and of the per-claim summary, in order.
@@ -352,6 +394,89 @@ def accuracy_cells(
     return pd.DataFrame(rows, columns=list(CELL_COLUMNS))
 
 
+def _ordered(verdicts: Iterable[bool]) -> str:
+    """A cell's verdict from checks that each hold or not: all, none, or some."""
+    found = list(verdicts)
+    if all(found):
+        return REPRODUCED
+    return NOT_REPRODUCED if not any(found) else INCONCLUSIVE
+
+
+def sparsity_cells(curves: pd.DataFrame) -> pd.DataFrame:
+    """One row (:data:`CELL_COLUMNS`) per (sparsity claim, dataset, encoder, loss) trained: the
+    mean over seeds of the dev support size at the selected epoch minus at epoch 1."""
+    rows = []
+    measured = curves[curves["dev_support"].notna()]
+    for claim, spec in CLAIMS.items():
+        if not isinstance(spec, SparsityClaim):
+            continue
+        chosen = measured[measured["loss"].isin(spec.losses)]
+        for (dataset, encoder, loss), runs in chosen.groupby(["dataset", "encoder_name", "loss"], sort=False):
+            changes = []
+            for _, run in runs.groupby("seed"):
+                support = run.set_index("epoch")["dev_support"]
+                changes.append(support[run["best_epoch"].iloc[0]] - support[support.index.min()])
+            rows.append(
+                {
+                    "claim": claim,
+                    "dataset": dataset,
+                    "encoder": encoder,
+                    "a": f"{loss} (selected epoch)",
+                    "b": f"{loss} (epoch 1)",
+                    "metric": "dev support size",
+                    "expect": "lower",
+                    "n_seeds": len(changes),
+                    "difference": float(np.mean(changes)),
+                    "verdict": _ordered(change < 0 for change in changes),
+                }
+            )
+    return pd.DataFrame(rows, columns=list(CELL_COLUMNS))
+
+
+def solver_cells(sweep: pd.DataFrame) -> pd.DataFrame:
+    """One row (:data:`CELL_COLUMNS`) per (solver claim, dataset, encoder, other solver) swept: the
+    reference solver's mean Wolfe gap minus the other's at the largest budget, and the verdict."""
+    rows = []
+    swept = sweep[sweep["method"] == "sparsemap"]
+    for claim, spec in CLAIMS.items():
+        if not isinstance(spec, SolverClaim):
+            continue
+        for (dataset, encoder), panel in swept.groupby(["dataset", "encoder_name"], sort=False):
+            values = panel.pivot_table(index=["solver", "iterations"], columns="metric", values="value")
+            budgets = [k for k in spec.budgets if (spec.reference, k) in values.index]
+            if not budgets:
+                continue
+            for other in dict.fromkeys(panel["solver"]):
+                if other == spec.reference:
+                    continue
+                shared = [k for k in budgets if (other, k) in values.index]
+                if not shared:
+                    continue
+                ours, theirs = values.loc[spec.reference], values.loc[other]
+                checks = (
+                    ours.loc[k, "wolfe_gap"] <= theirs.loc[k, "wolfe_gap"] + GAP_TIE
+                    and ours.loc[k, "support_size"] <= theirs.loc[k, "support_size"]
+                    for k in shared
+                )
+                last = shared[-1]
+                rows.append(
+                    {
+                        "claim": claim,
+                        "dataset": dataset,
+                        "encoder": encoder,
+                        "a": f"sparsemap/{spec.reference}",
+                        "b": f"sparsemap/{other}",
+                        "metric": f"Wolfe gap at {last} it.",
+                        "expect": "lower",
+                        "n_seeds": panel["seed"].nunique(),
+                        "n_sentences": int(panel["sentences"].max()),
+                        "difference": float(ours.loc[last, "wolfe_gap"] - theirs.loc[last, "wolfe_gap"]),
+                        "verdict": _ordered(checks),
+                    }
+                )
+    return pd.DataFrame(rows, columns=list(CELL_COLUMNS))
+
+
 def speedups(timing: pd.DataFrame, spec: SpeedClaim) -> pd.DataFrame:
     """dataset, encoder and speed-up (baseline / compared median seconds, over rounds and the cell's
     timing runs) for each (dataset, encoder) that timed both names of one of ``spec.pairs``."""
@@ -377,7 +502,9 @@ def _range(values: pd.Series, style: str) -> str:
 def _cells_range(cells: pd.DataFrame) -> str:
     """Our differences' range per metric, named when the claim reads several metrics."""
     ranges = {
-        metric: _range(group["difference"].round(1) + 0.0, "{:+.1f}")  # no "-0.0"
+        metric: _range(group["difference"], "{:+.1e}")
+        if metric.startswith("Wolfe gap")  # gaps span orders of magnitude
+        else _range(group["difference"].round(1) + 0.0, "{:+.1f}")  # no "-0.0"
         for metric, group in cells.groupby("metric", sort=False)
     }
     if len(ranges) == 1:
@@ -404,6 +531,16 @@ def _speed_status(spec: SpeedClaim, gpu: bool, timing: pd.DataFrame) -> dict[str
     return _status(_range(ratios, "x{:.2f}"), len(ratios), overall_verdict(verdicts))
 
 
+def _no_cell_reason(spec: AccuracyClaim | SparsityClaim | SolverClaim) -> str:
+    """Why a claim has no cell in this profile: what it needs that was not run."""
+    if isinstance(spec, SparsityClaim):
+        return f"no run in this profile trained {' or '.join(spec.losses)} (curves.csv dev_support)"
+    if isinstance(spec, SolverClaim):
+        return f"no SparseMAP solver sweep with {spec.reference} at {', '.join(map(str, spec.budgets))} it."
+    pairs = " or ".join(dict.fromkeys(f"{c.a} and {c.b}" for c in spec.comparisons))
+    return f"no cell of {', '.join(spec.datasets)} in this profile has both {pairs}"
+
+
 def _claim_status(
     claim: Mapping[str, object], cells: pd.DataFrame, timing: pd.DataFrame
 ) -> dict[str, object]:
@@ -411,6 +548,8 @@ def _claim_status(
     paper, claim_id = str(claim["paper"]), str(claim["id"])
     if paper not in BUILT_PAPERS:
         return _status("", 0, NOT_TESTABLE, f"method not built yet ({PAPER_LABELS.get(paper, paper)})")
+    if claim_id in OUT_OF_SCOPE:
+        return _status("", 0, NOT_TESTABLE, OUT_OF_SCOPE[claim_id])
     spec = CLAIMS.get(claim_id)
     if spec is None:
         return _status("", 0, NOT_TESTABLE, "comparison not encoded in crfbench.report.ledger.CLAIMS")
@@ -418,9 +557,7 @@ def _claim_status(
         return _speed_status(spec, claim["kind"] == "speed-gpu", timing)
     own = cells[cells["claim"] == claim_id]
     if own.empty:
-        pairs = " or ".join(dict.fromkeys(f"{c.a} and {c.b}" for c in spec.comparisons))
-        reason = f"no cell of {', '.join(spec.datasets)} in this profile has both {pairs}"
-        return _status("", 0, NOT_TESTABLE, reason)
+        return _status("", 0, NOT_TESTABLE, _no_cell_reason(spec))
     return _status(_cells_range(own), len(own), overall_verdict(own["verdict"]))
 
 
@@ -430,6 +567,8 @@ def claim_ledger(
     timing: pd.DataFrame,
     tasks: Mapping[str, str],
     *,
+    curves: pd.DataFrame | None = None,
+    sweep: pd.DataFrame | None = None,
     margin: float = MARGIN,
     resamples: int = RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
@@ -439,10 +578,16 @@ def claim_ledger(
 
     ``claims``: claims.csv (id, paper, claim, comparison, paper_evidence, paper_difference, kind);
     ``sentences``: see :func:`accuracy_cells`; ``timing``: results/timing.csv (dataset, encoder_name,
-    kind, name, iterations, round, seconds, device); ``tasks``: dataset -> "pos", "seg" or "ner".
+    kind, name, iterations, round, seconds, device); ``tasks``: dataset -> "pos", "seg" or "ner";
+    ``curves`` and ``sweep``: results/curves.csv and sweep.csv, for the sparsity and solver claims.
     """
     order = {claim_id: position for position, claim_id in enumerate(claims["id"])}
-    cells = accuracy_cells(sentences, tasks, margin=margin, resamples=resamples, seed=seed)
+    parts = [accuracy_cells(sentences, tasks, margin=margin, resamples=resamples, seed=seed)]
+    if curves is not None:
+        parts.append(sparsity_cells(curves))
+    if sweep is not None:
+        parts.append(solver_cells(sweep))
+    cells = pd.concat([part for part in parts if not part.empty] or parts[:1], ignore_index=True)
     cells = cells[cells["claim"].isin(order)]
     cells = cells.sort_values("claim", key=lambda ids: ids.map(order), kind="stable", ignore_index=True)
     rows = [

@@ -48,7 +48,9 @@ CONVERGENCE_INTRO = (
     "How every training run stopped: early (its dev curve flat for `patience` epochs) or at its epoch "
     "cap; runs at the cap while still improving are flagged, and their values in Tables 1a–1d carry "
     "the mark ⚑. The curves are in the figure dev-curves.png; the iteration and temperature sweep "
-    "of BCRF and mean-field decoding is in tables/sweep.csv and the figure sweep.png."
+    "of BCRF and mean-field decoding is in tables/sweep.csv and the figure sweep.png; SparseMAP's "
+    "solvers over iterations in tables/sparsemap-solvers.csv and the figure sparsemap-solvers.png, "
+    "its support size over training in sparsemap-support.png."
 )
 SCALING_INTRO = (
     "From the latest asv run of each machine (results/asv/, tidied into results/scaling.csv); "
@@ -177,7 +179,8 @@ def index_html(report: Report) -> str:
         f"<p>{html.escape(CONVERGENCE_INTRO)}</p>",
         _html_frame(report.convergence),
         f'<p class="files">{_links(Path("tables") / "convergence", ("md", "csv"), html=True)} · sweep: '
-        f"{_links(Path('tables') / 'sweep', ('md', 'csv'), html=True)}</p>",
+        f"{_links(Path('tables') / 'sweep', ('md', 'csv'), html=True)} · SparseMAP solvers: "
+        f"{_links(Path('tables') / 'sparsemap-solvers', ('md', 'csv'), html=True)}</p>",
         "</section>",
         "<h2>Differences from the paper's protocol (all tables)</h2>",
         _html_list(report.notes.get("all", ()), "None recorded."),
@@ -250,7 +253,8 @@ def readme(report: Report) -> str:
         *(_markdown_frame(report.convergence) if not report.convergence.empty else ["No training curves."]),
         "",
         f"{_links(Path('tables') / 'convergence', ('md', 'csv'))} · "
-        f"sweep: {_links(Path('tables') / 'sweep', ('md', 'csv'))}",
+        f"sweep: {_links(Path('tables') / 'sweep', ('md', 'csv'))} · "
+        f"SparseMAP solvers: {_links(Path('tables') / 'sparsemap-solvers', ('md', 'csv'))}",
         "",
         "## Tables",
         "",

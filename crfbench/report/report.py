@@ -39,7 +39,16 @@ from .render import csv_text, latex, markdown
 from .scaling import SCALING_FILE, read_scaling, scaling_figures, summary_tables
 from .stats import decode_speedups, score_stats, train_speedups, violation_stats
 from .tables import build_table, missing
-from .training import convergence_table, curve_figure, flagged_runs, sweep_figure, sweep_table
+from .training import (
+    convergence_table,
+    curve_figure,
+    flagged_runs,
+    solver_figure,
+    solver_table,
+    support_figure,
+    sweep_figure,
+    sweep_table,
+)
 
 #: Keys of the ``notes`` argument: a table id, or "all" for notes on every table.
 NOTE_KEYS = ("all", *(spec.id for spec in TABLES))
@@ -113,7 +122,7 @@ def render_report(
     flagged = flagged_runs(curves)
     keys = zip(stats["score"]["dataset"], stats["score"]["encoder"], stats["score"]["train"], strict=True)
     stats["score"] = stats["score"].assign(flagged=[key in flagged for key in keys])
-    ledger = claim_ledger(claims, sentences, timing, TASKS)
+    ledger = claim_ledger(claims, sentences, timing, TASKS, curves=curves, sweep=sweep)
     tables = [build_table(spec, stats[spec.kind], paper) for spec in TABLES]
     shown = [table for table in tables if table.has_columns]
 
@@ -133,13 +142,19 @@ def render_report(
     by_id = {table.spec.id: table for table in shown}
     figures = curve_figure(curves, figures_dir / "dev-curves.png")
     figures += sweep_figure(sweep, figures_dir / "sweep.png")
+    figures += support_figure(curves, figures_dir / "sparsemap-support.png")
+    figures += solver_figure(sweep, figures_dir / "sparsemap-solvers.png")
     figures += iteration_figures(stats["score"], paper, figures_dir)
     if "2" in by_id:
         figures += speedup_figure(by_id["2"], figures_dir / "speedup-train.png")
     if "3" in by_id:
         figures += speedup_figure(by_id["3"], figures_dir / "speedup-decode.png")
     figures += scaling_figures(scaling, figures_dir)
-    training = {"convergence": convergence_table(curves), "sweep": sweep_table(sweep)}
+    training = {
+        "convergence": convergence_table(curves),
+        "sweep": sweep_table(sweep),
+        "sparsemap-solvers": solver_table(sweep),
+    }
     summaries = summary_tables(scaling)
     frames = training | {stem: frame for stem, (_, frame) in summaries.items()}
     for stem, frame in frames.items():

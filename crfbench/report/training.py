@@ -18,7 +18,9 @@ UNCONVERGED = "at its epoch cap and still improving"
 
 def convergence_table(curves: pd.DataFrame) -> pd.DataFrame:
     """One row per (dataset, encoder, loss): seeds, epochs run, selected epoch (ranges over seeds),
-    how training stopped, and how many runs were still improving at their cap."""
+    how training stopped, how many runs were still improving at their cap, and the wall-clock
+    seconds of a run (its epochs with their dev evaluation; jobs ran two at a time, so compare
+    losses within one reference run only)."""
     runs = curves.groupby(["dataset", "encoder_name", "loss", "seed"], sort=False).agg(
         epochs=("epoch", "max"),
         best=("best_epoch", "first"),
@@ -27,6 +29,7 @@ def convergence_table(curves: pd.DataFrame) -> pd.DataFrame:
         rising=("still_improving", "first"),
         dev=("dev_value", "max"),
         metric=("dev_metric", "first"),
+        seconds=("seconds", "sum"),
     )
     rows = []
     for (dataset, encoder, loss), group in runs.groupby(level=[0, 1, 2], sort=False):
@@ -43,6 +46,7 @@ def convergence_table(curves: pd.DataFrame) -> pd.DataFrame:
                 f"flagged: {UNCONVERGED}": int(_truthy(group["rising"]).sum()),
                 "dev metric": group["metric"].iloc[0],
                 "best dev, mean over seeds (%)": f"{100 * group['dev'].mean():.1f}",
+                "training seconds, mean over seeds": f"{group['seconds'].mean():.0f}",
             }
         )
     return pd.DataFrame(rows)
@@ -105,9 +109,20 @@ def curve_figure(curves: pd.DataFrame, path: Path) -> list[Drawn]:
     return [save_png(figure, path, caption)]
 
 
+def _relaxations(sweep: pd.DataFrame) -> pd.DataFrame:
+    """The sweep's BCRF and mean-field rows (SparseMAP's solvers have their own table and figure)."""
+    return sweep[sweep["method"].isin(("bcrf", "meanfield"))]
+
+
+def _solvers(sweep: pd.DataFrame) -> pd.DataFrame:
+    """The sweep's SparseMAP rows."""
+    return sweep[sweep["method"] == "sparsemap"]
+
+
 def sweep_table(sweep: pd.DataFrame) -> pd.DataFrame:
     """The sweep as one row per (dataset, method, temperature or penalty, iterations), its metrics
     as columns (percentages for scores and invalid outputs)."""
+    sweep = _relaxations(sweep)
     if sweep.empty:
         return pd.DataFrame()
     frame = sweep.assign(
@@ -141,6 +156,7 @@ def sweep_table(sweep: pd.DataFrame) -> pd.DataFrame:
 def sweep_figure(sweep: pd.DataFrame, path: Path) -> list[Drawn]:
     """Per dataset (columns): the task's score, the share of invalid outputs, and IBP's constraint
     error (rows) against the iteration count, a line per BCRF temperature and mean-field penalty."""
+    sweep = _relaxations(sweep)
     if sweep.empty:
         return []
     panels = list(sweep.groupby(["dataset", "encoder_name"], sort=False))
@@ -178,5 +194,101 @@ def sweep_figure(sweep: pd.DataFrame, path: Path) -> list[Drawn]:
         "mean field (forbidden transitions at the penalty; 0 is the default) after 1–50 iterations: "
         "score, share of invalid outputs, and IBP's largest constraint error (mean over sentences). "
         "One model and seed: n = 1, no error bars."
+    )
+    return [save_png(figure, path, caption)]
+
+
+def solver_table(sweep: pd.DataFrame) -> pd.DataFrame:
+    """SparseMAP's solvers on each CRF-trained model: one row per (dataset, solver, iteration
+    budget) with the mean Wolfe gap left, the mean support size and the task's score."""
+    sweep = _solvers(sweep)
+    if sweep.empty:
+        return pd.DataFrame()
+    table = sweep.pivot_table(
+        index=["dataset", "encoder_name", "solver", "iterations"],
+        columns="metric",
+        values="value",
+        sort=False,
+    ).reset_index()
+    for name in ("accuracy", "f1"):
+        if name in table:
+            table[name] = (100 * table[name]).round(1)
+    table["wolfe_gap"] = table["wolfe_gap"].map("{:.2e}".format)
+    table["support_size"] = table["support_size"].round(2)
+    table["dataset"] = table["dataset"].map(lambda name: DATASET_LABELS.get(name, name))
+    table["iterations"] = table["iterations"].astype(int)
+    keep = ["dataset", "encoder_name", "solver", "iterations", "wolfe_gap", "support_size"]
+    keep += [name for name in ("accuracy", "f1") if name in table]
+    return table[keep].rename(
+        columns={
+            "encoder_name": "encoder",
+            "wolfe_gap": "mean Wolfe gap",
+            "support_size": "mean support size",
+        }
+    )
+
+
+def solver_figure(sweep: pd.DataFrame, path: Path) -> list[Drawn]:
+    """The SparseMAP paper's Fig. 2 on our chains: per dataset (columns), the mean Wolfe gap and
+    the mean support size (rows) against the iteration budget, a line per solver."""
+    sweep = _solvers(sweep)
+    if sweep.empty:
+        return []
+    panels = list(sweep.groupby(["dataset", "encoder_name"], sort=False))
+    figure, axes = subplots(2, len(panels), (3.6 * len(panels), 5.8))
+    for column, ((dataset, encoder), panel) in enumerate(panels):
+        for solver, runs in panel.groupby("solver", sort=False):
+            for row, metric in enumerate(("wolfe_gap", "support_size")):
+                points = runs[runs["metric"] == metric].sort_values("iterations")
+                axes[row, column].plot(points["iterations"], points["value"], marker="o", ms=3, label=solver)
+        axes[0, column].set_title(f"{DATASET_LABELS.get(dataset, dataset)} {encoder} (CRF-trained)")
+        axes[0, column].set_ylabel("mean Wolfe gap")
+        axes[0, column].set_yscale("symlog", linthresh=1e-6)
+        axes[1, column].set_ylabel("mean support size (sequences)")
+        for axis in axes[:, column]:
+            axis.set_xscale("log")
+            axis.set_xticks([1, 2, 5, 10, 20, 50], ["1", "2", "5", "10", "20", "50"])
+            axis.set_xlabel("iteration budget")
+        axes[0, column].legend(fontsize=7)
+    sentences = int(sweep["sentences"].max())
+    caption = (
+        "SparseMAP's solvers (the SparseMAP paper's Fig. 2, on chains): the first-seed CRF-trained "
+        f"model's test scores (first {sentences} sentences) solved by the active set and vanilla, "
+        "away-step and pairwise Frank–Wolfe with 1–50 iterations; mean Wolfe (duality) gap left, "
+        "symmetric-log scale, linear below 1e-6, and mean number of sequences in the support. Time "
+        "per solve is the asv suite's (SparseMAPSolvers), not measured here. One model and seed: "
+        "n = 1, no error bars."
+    )
+    return [save_png(figure, path, caption)]
+
+
+def support_figure(curves: pd.DataFrame, path: Path) -> list[Drawn]:
+    """The SparseMAP paper's Fig. 4 on our tasks: per dataset, the mean support size of each
+    SparseMAP loss's model on dev after every epoch, each seed a thin line, the mean a thick one."""
+    curves = curves[curves["dev_support"].notna()]
+    if curves.empty:
+        return []
+    panels = list(curves.groupby(["dataset", "encoder_name"], sort=False))
+    figure, axes = subplots(1, len(panels), (4.2 * len(panels), 3.2))
+    colours = dict(zip(TRAIN_LABELS, (f"C{index}" for index in range(len(TRAIN_LABELS))), strict=True))
+    seeds = set()
+    for axis, ((dataset, encoder), panel) in zip(axes.flat, panels, strict=True):
+        for loss, runs in panel.groupby("loss", sort=False):
+            colour = colours.get(loss, "k")
+            for seed, run in runs.groupby("seed"):
+                seeds.add(seed)
+                axis.plot(run["epoch"], run["dev_support"], color=colour, lw=0.6, alpha=0.5)
+            mean = runs.groupby("epoch")["dev_support"].mean()
+            axis.plot(mean.index, mean.to_numpy(), color=colour, lw=1.8, label=TRAIN_LABELS.get(loss, loss))
+        axis.set_title(f"{DATASET_LABELS.get(dataset, dataset)} {encoder}")
+        axis.set_xlabel("epoch")
+        axis.set_ylabel("mean support size on dev (sequences)")
+        axis.set_ylim(bottom=0)
+        axis.legend(fontsize=7)
+    caption = (
+        "How sparse SparseMAP's predictions are over training (the SparseMAP paper's Fig. 4, on our "
+        "tasks): mean number of tag sequences in each dev sentence's support under the model after "
+        "every epoch (default solver, at most 32 slots), thin lines one seed each, thick lines the "
+        f"mean over seeds; n = {len(seeds)} seed(s)."
     )
     return [save_png(figure, path, caption)]
