@@ -499,10 +499,11 @@ def _solve(
 
 
 def _advance(state: _State, new: _State) -> _State:
-    """``new`` on the running rows; a row whose step went non-finite keeps its iterate (a valid
-    distribution) and stops unconverged: a safeguard, the contract promises no NaN."""
+    """``new`` on the running rows; a running row whose step went non-finite keeps its iterate (a
+    valid distribution) and stops unconverged: a safeguard, the contract promises no NaN. Rows
+    already stopped stay as they are, whatever the step computed for them."""
     finite = jnp.isfinite(new.gap) & jnp.isfinite(new.weights).all(-1)
-    broken = ~(finite & jnp.isfinite(new.inverse).reshape(new.inverse.shape[0], -1).all(-1))
+    broken = ~state.done & ~(finite & jnp.isfinite(new.inverse).all(axis=(1, 2)))
     keep = state.done | broken
     state = _State(*(jnp.where(_rows(keep, a), a, b) for a, b in zip(state, new, strict=True)))
     return state._replace(done=state.done | broken, stalled=state.stalled | broken)
