@@ -153,6 +153,13 @@ def sweep_table(sweep: pd.DataFrame) -> pd.DataFrame:
     return table[keep].rename(columns={"encoder_name": "encoder", "violations": "invalid outputs (%)"})
 
 
+def _iteration_axis(axis, label: str) -> None:
+    """A log x-axis over the sweep's iteration counts (1–50), ticked at each."""
+    axis.set_xscale("log")
+    axis.set_xticks([1, 2, 5, 10, 20, 50], ["1", "2", "5", "10", "20", "50"])
+    axis.set_xlabel(label)
+
+
 def sweep_figure(sweep: pd.DataFrame, path: Path) -> list[Drawn]:
     """Per dataset (columns): the task's score, the share of invalid outputs, and IBP's constraint
     error (rows) against the iteration count, a line per BCRF temperature and mean-field penalty."""
@@ -183,9 +190,7 @@ def sweep_figure(sweep: pd.DataFrame, path: Path) -> list[Drawn]:
         axes[1, column].set_ylabel("invalid outputs (%)")
         axes[2, column].set_ylabel("IBP constraint error")
         for axis in axes[:, column]:
-            axis.set_xscale("log")
-            axis.set_xticks([1, 2, 5, 10, 20, 50], ["1", "2", "5", "10", "20", "50"])
-            axis.set_xlabel("iterations")
+            _iteration_axis(axis, "iterations")
         axes[0, column].legend(fontsize=7)
     sentences = int(sweep["sentences"].max())
     caption = (
@@ -246,9 +251,7 @@ def solver_figure(sweep: pd.DataFrame, path: Path) -> list[Drawn]:
         axes[0, column].set_yscale("symlog", linthresh=1e-6)
         axes[1, column].set_ylabel("mean support size (sequences)")
         for axis in axes[:, column]:
-            axis.set_xscale("log")
-            axis.set_xticks([1, 2, 5, 10, 20, 50], ["1", "2", "5", "10", "20", "50"])
-            axis.set_xlabel("iteration budget")
+            _iteration_axis(axis, "iteration budget")
         axes[0, column].legend(fontsize=7)
     sentences = int(sweep["sentences"].max())
     caption = (

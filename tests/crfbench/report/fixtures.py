@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from crfbench.report import render_report
+
 RUN = {
     "dataset_options": "{}",
     "protocol": "standard",
@@ -119,3 +121,14 @@ def markdown_cell(path: Path, row: str, column: str) -> str:
         if cells[0] == row:
             return cells[header.index(column)]
     raise KeyError(row)
+
+
+def render_with_claims(root: Path, results: Path, claims: str) -> Path:
+    """Render the report of ``results`` beside the fixture paper CSV and ``claims`` (claims.csv
+    text) into ``root/out``; the output folder."""
+    (root / "paper").mkdir()
+    paper = write_paper(root / "paper" / "bcrf_tables.csv")
+    (root / "paper" / "claims.csv").write_text(claims)
+    out = root / "out"
+    render_report(results, paper, out)
+    return out

@@ -9,10 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from crfbench.report import render_report
 from crfbench.schema import CURVE_COLUMNS, SWEEP_COLUMNS
 
-from .fixtures import write_paper, write_results
+from .fixtures import render_with_claims, write_results
 
 CLAIMS = """id,paper,claim,comparison,paper_evidence,paper_difference,kind
 sparsemap-2,sparsemap,SparseMAP predictions get sparser during training,x,y,qualitative,sparsity
@@ -69,12 +68,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
     curves += _curve("m-sparsemap", 0, [8.0, 9.0]) + _curve("m-sparsemap", 1, [8.0, 7.5])
     pd.DataFrame(curves, columns=list(CURVE_COLUMNS)).to_csv(results / "curves.csv", index=False)
     _sweep().to_csv(results / "sweep.csv", index=False)
-    (root / "paper").mkdir()
-    paper = write_paper(root / "paper" / "bcrf_tables.csv")
-    (root / "paper" / "claims.csv").write_text(CLAIMS)
-    out = root / "out"
-    render_report(results, paper, out)
-    return out
+    return render_with_claims(root, results, CLAIMS)
 
 
 def test_the_sparsity_claim_compares_the_selected_epoch_with_the_first(rendered: Path) -> None:

@@ -9,11 +9,10 @@ import pandas as pd
 import pytest
 
 from crfbench.io import write_csv
-from crfbench.report import render_report
 from crfbench.report.render import UNCONVERGED_MARK
 from crfbench.schema import CURVE_COLUMNS, SENTENCE_COLUMNS
 
-from .fixtures import markdown_cell, write_paper, write_results
+from .fixtures import markdown_cell, render_with_claims, write_results
 
 CLAIMS = """id,paper,claim,comparison,paper_evidence,paper_difference,kind
 bcrf-2,bcrf,BCRF decoding matches Viterbi after CRF training,x,y,-0.6 to 0.0,accuracy
@@ -54,12 +53,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
     curves += _curve("crf", 1, [0.82, 0.86, 0.86, 0.85], 6, "patience", False)
     pd.DataFrame(curves, columns=list(CURVE_COLUMNS)).to_csv(results / "curves.csv", index=False)
     write_csv(results / "sentences.csv.gz", _sentences())
-    (root / "paper").mkdir()
-    paper = write_paper(root / "paper" / "bcrf_tables.csv")
-    (root / "paper" / "claims.csv").write_text(CLAIMS)
-    out = root / "out"
-    render_report(results, paper, out)
-    return out
+    return render_with_claims(root, results, CLAIMS)
 
 
 def test_the_claim_ledger_is_the_first_section_of_both_pages(rendered: Path) -> None:
