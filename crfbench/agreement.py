@@ -214,9 +214,9 @@ def _decoded_path_scores(tags: np.ndarray, instance: Instance) -> np.ndarray:
 
 
 def _release_compiled(backends: tuple[str, ...]) -> None:
-    """Drop JAX's compiled programs: each grid point has its own shapes, so they are never reused,
-    and a full grid's worth (SparseMAP's solver loops among them) exhausts the process's memory
-    mappings (LLVM: "Unable to allocate section memory")."""
+    """Drop JAX's compiled programs: those of one shape (N, T) are never reused once the grid
+    moves on, and a full grid's worth (SparseMAP's solver loops among them) exhausts the process's
+    memory mappings (LLVM: "Unable to allocate section memory")."""
     if "jax" in backends:
         import jax
 
@@ -226,8 +226,11 @@ def _release_compiled(backends: tuple[str, ...]) -> None:
 def agreement_rows(grid: Grid, backends: tuple[str, ...]) -> Iterator[dict[str, object]]:
     """One row per comparison, over the whole grid."""
     points = itertools.product(grid.lengths, grid.num_tags, grid.neg_inf)
+    shape = None
     for seed, (length, num_tags, neg_inf) in enumerate(points):
-        _release_compiled(backends)
+        if (length, num_tags) != shape:  # with and without -inf share the shape's programs
+            _release_compiled(backends)
+            shape = (length, num_tags)
         instance = make_instance(length, num_tags, neg_inf, seed)
         for method in implementations.METHODS:
             reference = run_reference(method, instance)

@@ -154,6 +154,7 @@ def _time(args: argparse.Namespace) -> int:
         rounds=args.rounds,
         warmup=args.warmup,
         data_dir=args.data_dir,
+        weights=args.weights,
         progress=args.progress,
         restart_if_changed=args.restart_if_changed,
     )
@@ -302,6 +303,12 @@ def parser() -> argparse.ArgumentParser:
     timing.add_argument("--batches", type=positive_int, default=5, help="batches per item and round")
     timing.add_argument("--rounds", type=positive_int, default=5, help="timed rounds")
     timing.add_argument("--warmup", type=non_negative_int, default=1, help="untimed rounds first")
+    timing.add_argument(
+        "--weights",
+        type=Path,
+        help="a trained run's folder: time on its model instead of a fresh network (SparseMAP's cost "
+        "depends on the scores)",
+    )
     _add_restart_argument(timing)
     timing.set_defaults(handler=_time)
 

@@ -6,6 +6,12 @@ training) pass in the neural network"):
 - ``train``: network forward + loss + backward (no optimiser step) on the same training batches;
 - ``decode``: network forward + decoder, without gradients, on the same dev batches.
 
+The network is a fresh one, or with ``weights`` a trained run's selected model (the pipeline
+gives the first-seed CRF run). Only SparseMAP's cost depends on the scores (it runs to its
+optimality certificate, and its support grows with how undecided the scores are): a fresh
+network gives its worst case, a trained one what training and decoding meet once the model has
+learnt. The ``network`` column records which.
+
 Every round runs each item once over all its batches, in a fresh random order per round, so
 slow drifts of the machine hit every item alike; the first ``warmup`` rounds are discarded.
 Scores are validated once before timing and not inside the timed loop. CPU threads are fixed by
@@ -30,10 +36,11 @@ from .batching import select, shuffled_batches, targets
 from .config import RunConfig, check_device_available
 from .data.types import Sentence
 from .evaluate import run_description
-from .experiment import TIMING_FILE, load_dataset, record_run, score_batch
+from .experiment import MODEL_FILE, TIMING_FILE, load_dataset, read_run_config, record_run, score_batch
 from .io import write_atomic
-from .models import build_scorer
+from .models import Scorer, build_scorer
 from .objectives import DECODERS, LOSSES, describe, is_partial, training_loss
+from .train import load_model
 
 
 def default_losses(partial: bool) -> tuple[str, ...]:
@@ -46,6 +53,24 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _trained_scorer(
+    run_dir: Path, fresh: Scorer, tags: tuple[str, ...], device: torch.device
+) -> tuple[Scorer, str]:
+    """The selected model of the trained run ``run_dir`` and how the timing table names it
+    ("trained: <loss>, seed <seed>, epoch <epoch>"); ValueError naming the file when its network
+    or tag set is not the one ``fresh`` was built for."""
+    path = run_dir / MODEL_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"weights: {path}: no trained model; run `crfbench train` first")
+    scorer, saved = load_model(path, device)
+    if tuple(saved["tags"]) != tags:
+        raise ValueError(f"weights: {path}: the model's tag set differs from the dataset's")
+    if scorer.config != fresh.config or scorer.vocab_state() != fresh.vocab_state():
+        raise ValueError(f"weights: {path}: the model's network differs from the timing run's settings")
+    trained = read_run_config(run_dir)
+    return scorer, f"trained: {trained.loss}, seed {trained.seed}, epoch {saved['epoch']}"
+
+
 def time_run(
     config: RunConfig,
     run_dir: Path,
@@ -56,6 +81,7 @@ def time_run(
     rounds: int = 5,
     warmup: int = 1,
     data_dir: str | Path | None = None,
+    weights: Path | None = None,
     progress: bool = True,
     restart_if_changed: bool = False,
 ) -> pd.DataFrame:
@@ -63,6 +89,9 @@ def time_run(
 
     ``run_dir`` also gets ``config.json`` (or may be a trained run with the same settings; one
     made with other settings is refused, or emptied first with ``restart_if_changed``).
+    ``weights``: a trained run's folder whose selected model scores every item but the
+    unstructured loss (which has its own network, without transitions); its scorer settings and
+    tag set must be this config's.
     """
     for name, value in {"batches": batches, "rounds": rounds}.items():
         if value < 1:
@@ -87,6 +116,9 @@ def time_run(
         torch.manual_seed(config.seed)
         scorer_config = dataclasses.replace(config.scorer, transitions=transitions)
         scorers[transitions] = build_scorer(scorer_config, dataset.train, len(dataset.tagset)).to(device)
+    network = "untrained"
+    if weights is not None:
+        scorers[True], network = _trained_scorer(Path(weights), scorers[True], dataset.tagset.tags, device)
     order = shuffled_batches(
         len(dataset.train), config.batch_size, torch.Generator().manual_seed(config.seed)
     )
@@ -133,6 +165,7 @@ def time_run(
         "threads": where["threads"],
         "batch_size": config.batch_size,
         "revision": where["revision"],
+        "network": network,
     }
     shuffle = random.Random(config.seed)
     rows = []

@@ -49,6 +49,7 @@ TIMING_COLUMNS = (
     "threads",
     "batch_size",
     "revision",
+    "network",  # "untrained", or the trained run whose model was timed (crfbench.timing)
     "kind",
     "name",
     "iterations",

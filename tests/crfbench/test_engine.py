@@ -129,6 +129,27 @@ def test_timing_measures_every_loss_and_decoder(tmp_path: Path) -> None:
     assert (table.seconds > 0).all()
     assert set(table.kind) == {"train", "decode"}
     assert (table.threads == 1).all()
+    assert (table.network == "untrained").all()
+
+
+def test_timing_on_a_trained_model_uses_its_weights(tmp_path: Path) -> None:
+    """With ``weights`` the timed network is the trained run's model: SparseMAP decoding it meets
+    the small supports of a trained model, not a fresh network's."""
+    trained = tmp_path / "trained"
+    summary = train(make_config("crf", epochs=2), trained, progress=False)
+    fresh = time_run(make_config(), tmp_path / "fresh", batches=1, rounds=1, warmup=0, progress=False)
+    table = time_run(
+        make_config(), tmp_path / "timed", batches=1, rounds=1, warmup=0, weights=trained, progress=False
+    )
+    assert set(table.network) == {f"trained: crf, seed 0, epoch {summary['best_epoch']}"}
+    assert len(table) == len(fresh)
+    with pytest.raises(ValueError, match="weights: .*model.pt: the model's network differs"):
+        other = make_config(scorer=SMALL_SCORER | {"mlp_hidden": 16})
+        time_run(other, tmp_path / "other", batches=1, rounds=1, warmup=0, weights=trained, progress=False)
+    with pytest.raises(FileNotFoundError, match="weights: .*no trained model"):
+        time_run(
+            make_config(), tmp_path / "none", batches=1, rounds=1, warmup=0, weights=tmp_path, progress=False
+        )
 
 
 def test_a_full_annotation_loss_is_refused_on_partial_training_data(monkeypatch) -> None:

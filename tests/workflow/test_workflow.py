@@ -47,6 +47,31 @@ def test_a_given_config_replaces_the_default_instead_of_merging(workdir: Path) -
     assert "results/runs/" not in result.stdout and "ud-pos-nl" not in result.stdout
 
 
+def test_timing_scores_with_the_crf_model_and_costly_decoders_stay_on_their_losses(workdir: Path) -> None:
+    """Default profile: each timing job loads the first-seed CRF model (partial CRF for partial
+    labels) and runs after it; SparseMAP decoding evaluates only the losses `decoded_losses` names."""
+    result = snakemake("-n", "--cores", "2", "--printshellcmds", cwd=workdir)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    commands = [line for line in result.stdout.splitlines() if "crfbench" in line and " --run-dir " in line]
+    timing = [line for line in commands if " time " in line]
+    assert len(timing) == 5, timing
+    assert all("--weights results/runs/" in line and "/0 " in line for line in timing), timing
+    assert any("--weights results/runs/conll03-ner-partial/L0/crf-partial/0 " in line for line in timing)
+    evaluations = {line.split("--run-dir ")[1].split()[0]: line for line in commands if " evaluate " in line}
+    assert " sparsemap " in evaluations["results/runs/ud-pos-nl/L0/crf/1"]
+    assert " sparsemap " in evaluations["results/runs/ud-pos-nl/L0/m-sparsemap/2"]
+    assert "sparsemap" not in evaluations["results/runs/ud-pos-nl/L0/bcrf/0"]
+    assert " bcrf-10 " in evaluations["results/runs/ud-pos-nl/L0/bcrf/0"]
+
+
+def test_a_decoder_restricted_to_an_unknown_loss_fails_naming_it(workdir: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text((workdir / "config/smoke.yaml").read_text() + "decoded_losses: {sparsemap: [crff]}\n")
+    result = snakemake("-n", "--cores", "1", "--configfile", str(bad), cwd=workdir)
+    assert result.returncode != 0
+    assert "decoded_losses: sparsemap: 'crff'" in result.stdout + result.stderr
+
+
 def test_slurm_profile_plans_the_paper_run(workdir: Path) -> None:
     pytest.importorskip("snakemake_executor_plugin_slurm")
     result = snakemake(

@@ -10,7 +10,7 @@ from snakemake.exceptions import WorkflowError
 
 from crfbench.config import RunConfig
 from crfbench.io import write_json  # atomic, as every output of the engine
-from crfbench.objectives import DECODERS
+from crfbench.objectives import DECODERS, LOSSES
 
 config.setdefault("decoders", list(DECODERS))  # every decoder of implementations.registry
 RESULTS = config["results_dir"]
@@ -83,6 +83,14 @@ def check_run_settings():
     unknown = [name for name in config["decoders"] if name not in DECODERS]
     if unknown:
         raise WorkflowError(f"config: decoders: {unknown[0]!r} is not one of {', '.join(DECODERS)}")
+    for decoder, losses in config.get("decoded_losses", {}).items():
+        if decoder not in DECODERS:
+            raise WorkflowError(f"config: decoded_losses: {decoder!r} is not one of {', '.join(DECODERS)}")
+        unknown = [name for name in losses if name not in LOSSES]
+        if unknown:
+            raise WorkflowError(
+                f"config: decoded_losses: {decoder}: {unknown[0]!r} is not one of {', '.join(LOSSES)}"
+            )
     checked = set()
     for experiment, dataset, encoder, loss, _ in runs():
         if (dataset, encoder, loss) in checked:
@@ -95,10 +103,30 @@ def check_run_settings():
             raise WorkflowError(f"config: {where}: {error}") from None
 
 
+def evaluation_decoders(loss):
+    """The decoders that evaluate a model trained with ``loss``: those of the config, less any
+    that ``decoded_losses`` keeps to other losses."""
+    restricted = config.get("decoded_losses", {})
+    return [name for name in config["decoders"] if name not in restricted or loss in restricted[name]]
+
+
 def timing_settings(dataset, encoder):
     """Settings of a timing job: the experiment's first loss (timing measures them all)."""
     experiment = experiment_of(dataset, encoder)
     return run_settings(dataset, encoder, experiment["losses"][0], config["seeds"][0])
+
+
+TIMED_NETWORK_LOSSES = ("crf", "crf-partial")  # the first of these the experiment trains
+
+
+def timing_network(dataset, encoder):
+    """The run folder whose model a timing job scores with: the experiment's first-seed CRF run
+    (SparseMAP's cost depends on the scores, and a trained model's are what training and
+    decoding meet), or [] when the experiment trains no CRF (a fresh network is timed)."""
+    losses = [loss for loss in experiment_of(dataset, encoder)["losses"] if loss in TIMED_NETWORK_LOSSES]
+    if not losses:
+        return []
+    return [f"{RESULTS}/runs/{dataset}/{encoder}/{losses[0]}/{config['seeds'][0]}"]
 
 
 ASV_RESULTS = "results/asv"  # asv.conf.json's results_dir: `asv run` writes it, rules only read it

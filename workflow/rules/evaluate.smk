@@ -12,7 +12,7 @@ rule evaluate:
         cli=CRFBENCH,
         run_dir=lambda w, output: os.path.dirname(output.metrics),
         data_dir=data_dir(),
-        decoders=" ".join(config["decoders"]),
+        decoders=lambda w: " ".join(evaluation_decoders(w.loss)),
         splits=" ".join(config["splits"]),
     log:
         f"{RESULTS}/logs/evaluate/{{dataset}}/{{encoder}}/{{loss}}/{{seed}}.log",

@@ -1,5 +1,7 @@
-# Time a training step per loss and decoding per decoder for one (dataset, encoder). A timing job
-# takes every core so that nothing else runs beside it; the engine fixes torch's thread count.
+# Time a training step per loss and decoding per decoder for one (dataset, encoder), on the
+# experiment's first-seed CRF model (timing_network). A timing job takes every core so that
+# nothing else runs beside it; the engine fixes torch's thread count. Timing jobs come last (lowest
+# priority): run back to back, they leave a core idle once, not once each while a job drains.
 
 
 rule timing_settings:
@@ -17,6 +19,7 @@ rule time:
     input:
         settings=f"{TIMING_DIR}/settings.json",
         data=f"{RESULTS}/data/{{dataset}}.json",
+        network=lambda w: [f"{run}/train.json" for run in timing_network(w.dataset, w.encoder)],
     output:
         f"{TIMING_DIR}/timing.csv",
     params:
@@ -27,12 +30,14 @@ rule time:
         batches=config["timing"]["batches"],
         rounds=config["timing"]["rounds"],
         warmup=config["timing"]["warmup"],
+        weights=lambda w: " ".join(f"--weights {run}" for run in timing_network(w.dataset, w.encoder)),
     log:
         f"{RESULTS}/logs/timing/{{dataset}}/{{encoder}}.log",
     threads: workflow.cores
+    priority: -1
     resources:
         gpu=config["gpus_per_job"],
     shell:
         "CRFBENCH_DATA={params.data_dir:q} {params.cli} time --config {input.settings} --run-dir {params.run_dir} "
         "--decoders {params.decoders} --batches {params.batches} --rounds {params.rounds} "
-        "--warmup {params.warmup} --restart-if-changed --no-progress > {log} 2>&1"
+        "--warmup {params.warmup} {params.weights} --restart-if-changed --no-progress > {log} 2>&1"

@@ -91,7 +91,8 @@ def timing_rows(device_name: str = "Test CPU", dataset: str = "ud-pos-en") -> li
             rows.append(
                 RUN
                 | {"device_name": device_name, "dataset": dataset, "encoder_name": "L0", "loss": "crf"}
-                | {"seed": seed, "threads": 1, "batch_size": 32, "kind": kind, "name": name, "method": name}
+                | {"seed": seed, "threads": 1, "batch_size": 32, "network": "untrained"}
+                | {"kind": kind, "name": name, "method": name}
                 | {"iterations": iterations, "round": index, "seconds": value}
                 | {"batches": 2, "sentences": 64, "tokens": 900}
             )
