@@ -27,6 +27,15 @@ def test_committed_reports_are_regenerated_byte_for_byte_from_committed_results(
     assert json.loads((ROOT / "results/report-notes.json").read_text())["profile"] == "default"
 
 
+def test_committed_notes_are_the_default_profiles() -> None:
+    """The notes printed under the tables say what the profile did (seeds, cuts): they must be the
+    default config's, not those of an older profile (they once said 2 seeds for a 3-seed run)."""
+    yaml = pytest.importorskip("yaml")
+    profile = yaml.safe_load((ROOT / "config/default.yaml").read_text())
+    committed = json.loads((ROOT / "results/report-notes.json").read_text())
+    assert committed == {"profile": profile["profile"], "notes": profile["notes"]}
+
+
 @pytest.mark.skipif(not (ROOT / "results/asv/benchmarks.json").exists(), reason="no committed asv results")
 def test_committed_scaling_table_is_regenerated_from_committed_asv_results(tmp_path: Path) -> None:
     pytest.importorskip("asv")
