@@ -258,7 +258,7 @@ def _distribution(weights: Tensor, active: Tensor) -> Tensor:
 def _active_set_step(problem: _Problem, state: _State) -> _State:
     """One step of the active-set method: the oracle's atom enters where the certificate fails
     at a settled iterate; then the relaxed QP on the support, and a line search toward it."""
-    batch, max_support = state.active.shape
+    max_support = state.active.shape[1]
     dtype, sizes = state.weights.dtype, problem.sizes
     eps = torch.finfo(dtype).eps
     running = ~state.done
@@ -295,9 +295,10 @@ def _active_set_step(problem: _Problem, state: _State) -> _State:
     schur = sizes - (column * solved).sum(-1)
     state = _place(state, slot, enter, step)._replace(inverse=_add(state.inverse, slot, solved, schur, enter))
     # the relaxed QP on the support (Eq. 9), then the line search toward its solution (Eq. 10)
-    state = state._replace(inverse=_refined(state, sizes))
+    system = _system(state, sizes)  # exact, with the entering atom
+    state = state._replace(inverse=_refined(state.inverse, system))
     move = running & ~stop
-    relaxed = _relaxed(state, sizes)
+    relaxed = _relaxed(state, system)
     negative = state.active & (relaxed < -1e3 * eps)
     feasible = ~negative.any(-1)
     shrink = state.weights - relaxed
@@ -390,25 +391,25 @@ def _system(state: _State, sizes: Tensor) -> Tensor:
     )
 
 
-def _refined(state: _State, sizes: Tensor) -> Tensor:
+def _refined(inverse: Tensor, system: Tensor) -> Tensor:
     """The KKT inverse after one Newton–Schulz step ``H + H (I − A H)`` against the exact system
     ``A``: the O(K²) updates lose digits on the ill-conditioned systems of long sentences (paths
     that differ in a few positions), and the step squares the residual ``I − A H``."""
-    residual = -(_system(state, sizes) @ state.inverse)
+    residual = -(system @ inverse)
     residual.diagonal(dim1=-2, dim2=-1).add_(1.0)
-    return state.inverse + state.inverse @ residual
+    return inverse + inverse @ residual
 
 
-def _relaxed(state: _State, sizes: Tensor) -> Tensor:
+def _relaxed(state: _State, system: Tensor) -> Tensor:
     """(B, K) the weights solving the relaxed QP on the support (Eq. 9), ``[w; τ] = A⁻¹ [θ; 1]``,
     0 on inactive slots: the inverse applied, then one step of iterative refinement against the
     exact system. The inverse's own rounding leaves a residual of order κ·eps·‖θ‖ (5e-10 on a
     64-token sentence with 44 atoms, κ ≈ 3e4), which the two backends round differently; the step
     leaves one of order eps·‖θ‖, so u* is the support's to rounding, in either backend."""
     max_support = state.active.shape[1]
-    right = torch.cat([torch.where(state.active, state.theta, 0.0), torch.ones_like(sizes).unsqueeze(-1)], 1)
+    right = torch.cat([torch.where(state.active, state.theta, 0.0), torch.ones_like(state.theta[:, :1])], 1)
     solution = state.inverse @ right.unsqueeze(-1)
-    solution = solution + state.inverse @ (right.unsqueeze(-1) - _system(state, sizes) @ solution)
+    solution = solution + state.inverse @ (right.unsqueeze(-1) - system @ solution)
     return torch.where(state.active, solution[:, :max_support, 0], 0.0)
 
 

@@ -126,7 +126,7 @@ def timing_network(dataset, encoder):
     losses = [loss for loss in experiment_of(dataset, encoder)["losses"] if loss in TIMED_NETWORK_LOSSES]
     if not losses:
         return []
-    return [f"{RESULTS}/runs/{dataset}/{encoder}/{losses[0]}/{config['seeds'][0]}"]
+    return [RUN_DIR.format(dataset=dataset, encoder=encoder, loss=losses[0], seed=config["seeds"][0])]
 
 
 ASV_RESULTS = "results/asv"  # asv.conf.json's results_dir: `asv run` writes it, rules only read it
