@@ -9,14 +9,19 @@ penalty or solver, metric). Metrics: the task's metrics of :func:`metrics.score`
 the share of invalid outputs) and, per sentence averaged, ``constraint_error`` (BCRF: the iterate's
 largest error in the polytope's constraints), ``last_change`` (mean field: the last update's size),
 or for SparseMAP ``wolfe_gap`` (the duality gap left) and ``support_size`` (sequences in the
-support); time is the asv suite's (``benchmarks/bench_sparsemap.py``), so this table is the same
-on every run. Decoding is the contract's ``decode`` (BCRF and mean field: the argmax of ``solve``'s
-marginals, read off the same solve); the network scores each batch once for every setting.
+support); and ``seconds``, the wall-clock time of the setting's ``solve`` per sentence. Every
+setting is timed on the same batches in turn, so times compare across settings of one sweep (the
+SparseMAP paper's gap against time) but not across runs or machines; the ``seconds`` rows are the
+only ones that differ between two sweeps of one model. Decoding is the contract's ``decode`` (BCRF
+and mean field: the argmax of ``solve``'s marginals, read off the same solve); the network scores
+each batch once for every setting.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import torch
@@ -49,19 +54,30 @@ def settings() -> list[Setting]:
     return bcrf + meanfield + sparsemap
 
 
-def _decode(chain: ChainScores, setting: Setting) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """Decoded tags (B, N) and the per-sentence diagnostics (name -> (B,)) of one setting."""
+def _timed_solve(method: str, options: dict, chain: ChainScores) -> tuple[Any, float]:
+    """The contract's ``solve`` of ``chain`` and its wall-clock seconds (the device synchronised)."""
+    synchronise = torch.cuda.synchronize if chain.emissions.is_cuda else lambda: None
+    synchronise()
+    start = time.perf_counter()
+    result = Inference(method, "solve", options)(chain)
+    synchronise()
+    return result, time.perf_counter() - start
+
+
+def _decode(chain: ChainScores, setting: Setting) -> tuple[torch.Tensor, dict[str, torch.Tensor | float]]:
+    """Decoded tags (B, N) and the diagnostics of one setting: per sentence (name -> (B,)), and
+    ``seconds``, the batch's solve time."""
     method, iterations, temperature, penalty, solver = setting
     if method == "sparsemap":
         options = {"iterations": iterations, "solver": solver}
-        result = Inference(method, "solve", options)(chain)
+        result, seconds = _timed_solve(method, options, chain)
         tags = Inference(method, "decode", options)(chain)
         support = (result.weights > 0).sum(-1).to(result.error.dtype)
-        return tags, {"wolfe_gap": result.error, "support_size": support}
+        return tags, {"wolfe_gap": result.error, "support_size": support, "seconds": seconds}
     option = {"temperature": temperature} if method == "bcrf" else {"penalty": penalty}
-    result = Inference(method, "solve", {"iterations": iterations, **option})(chain)
+    result, seconds = _timed_solve(method, {"iterations": iterations, **option}, chain)
     name = "constraint_error" if method == "bcrf" else "last_change"
-    return result.unary.argmax(-1), {name: result.error}
+    return result.unary.argmax(-1), {name: result.error, "seconds": seconds}
 
 
 @torch.no_grad()
@@ -91,7 +107,8 @@ def sweep(
             for row, index in enumerate(indices):
                 predicted[setting][index] = tags[row, : len(batch[row].tokens)].tolist()
             for name, values in per_sentence.items():
-                diagnostics[setting][name] = diagnostics[setting].get(name, 0.0) + float(values.sum())
+                total = values if isinstance(values, float) else float(values.sum())
+                diagnostics[setting][name] = diagnostics[setting].get(name, 0.0) + total
     gold = [sentence.tags for sentence in sentences]
     run = {"dataset": config.dataset, "encoder_name": config.encoder_name, "loss": config.loss}
     run |= {"seed": config.seed, "sentences": len(sentences)}

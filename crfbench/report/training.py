@@ -109,6 +109,17 @@ def curve_figure(curves: pd.DataFrame, path: Path) -> list[Drawn]:
     return [save_png(figure, path, caption)]
 
 
+#: The sweep tables' column of solve time: ``seconds`` per sentence, in milliseconds.
+MILLISECONDS = "solve ms per sentence"
+
+
+def _milliseconds(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with the sweep's ``seconds`` column (when present) as :data:`MILLISECONDS`."""
+    if "seconds" not in table:
+        return table
+    return table.assign(**{MILLISECONDS: (1000 * table["seconds"]).round(2)}).drop(columns="seconds")
+
+
 def _relaxations(sweep: pd.DataFrame) -> pd.DataFrame:
     """The sweep's BCRF and mean-field rows (SparseMAP's solvers have their own table and figure)."""
     return sweep[sweep["method"].isin(("bcrf", "meanfield"))]
@@ -144,11 +155,14 @@ def sweep_table(sweep: pd.DataFrame) -> pd.DataFrame:
     for name in ("constraint_error", "last_change"):
         if name in table:
             table[name] = table[name].round(3)
+    table = _milliseconds(table)
     table["dataset"] = table["dataset"].map(lambda name: DATASET_LABELS.get(name, name))
     table["iterations"] = table["iterations"].astype(int)
     keep = ["dataset", "encoder_name", "setting", "iterations"]
     keep += [
-        name for name in ("accuracy", "f1", "violations", "constraint_error", "last_change") if name in table
+        name
+        for name in ("accuracy", "f1", "violations", "constraint_error", "last_change", MILLISECONDS)
+        if name in table
     ]
     return table[keep].rename(columns={"encoder_name": "encoder", "violations": "invalid outputs (%)"})
 
@@ -205,7 +219,8 @@ def sweep_figure(sweep: pd.DataFrame, path: Path) -> list[Drawn]:
 
 def solver_table(sweep: pd.DataFrame) -> pd.DataFrame:
     """SparseMAP's solvers on each CRF-trained model: one row per (dataset, solver, iteration
-    budget) with the mean Wolfe gap left, the mean support size and the task's score."""
+    budget) with the mean Wolfe gap left, the mean support size, the solve time per sentence and
+    the task's score."""
     sweep = _solvers(sweep)
     if sweep.empty:
         return pd.DataFrame()
@@ -220,10 +235,11 @@ def solver_table(sweep: pd.DataFrame) -> pd.DataFrame:
             table[name] = (100 * table[name]).round(1)
     table["wolfe_gap"] = table["wolfe_gap"].map("{:.2e}".format)
     table["support_size"] = table["support_size"].round(2)
+    table = _milliseconds(table)
     table["dataset"] = table["dataset"].map(lambda name: DATASET_LABELS.get(name, name))
     table["iterations"] = table["iterations"].astype(int)
     keep = ["dataset", "encoder_name", "solver", "iterations", "wolfe_gap", "support_size"]
-    keep += [name for name in ("accuracy", "f1") if name in table]
+    keep += [name for name in (MILLISECONDS, "accuracy", "f1") if name in table]
     return table[keep].rename(
         columns={
             "encoder_name": "encoder",
@@ -234,33 +250,42 @@ def solver_table(sweep: pd.DataFrame) -> pd.DataFrame:
 
 
 def solver_figure(sweep: pd.DataFrame, path: Path) -> list[Drawn]:
-    """The SparseMAP paper's Fig. 2 on our chains: per dataset (columns), the mean Wolfe gap and
-    the mean support size (rows) against the iteration budget, a line per solver."""
+    """The SparseMAP paper's Fig. 2 on our chains: per dataset (columns), the mean Wolfe gap against
+    the iteration budget and against the solve time per sentence, and the mean support size against
+    the budget (rows), a line per solver."""
     sweep = _solvers(sweep)
     if sweep.empty:
         return []
     panels = list(sweep.groupby(["dataset", "encoder_name"], sort=False))
-    figure, axes = subplots(2, len(panels), (3.6 * len(panels), 5.8))
+    figure, axes = subplots(3, len(panels), (3.6 * len(panels), 8.4))
     for column, ((dataset, encoder), panel) in enumerate(panels):
         for solver, runs in panel.groupby("solver", sort=False):
-            for row, metric in enumerate(("wolfe_gap", "support_size")):
-                points = runs[runs["metric"] == metric].sort_values("iterations")
-                axes[row, column].plot(points["iterations"], points["value"], marker="o", ms=3, label=solver)
+            values = runs.pivot_table(index="iterations", columns="metric", values="value").sort_index()
+            style = {"marker": "o", "ms": 3, "label": solver}
+            axes[0, column].plot(values.index, values["wolfe_gap"], **style)
+            if "seconds" in values:
+                axes[1, column].plot(1000 * values["seconds"], values["wolfe_gap"], **style)
+            axes[2, column].plot(values.index, values["support_size"], **style)
         axes[0, column].set_title(f"{DATASET_LABELS.get(dataset, dataset)} {encoder} (CRF-trained)")
-        axes[0, column].set_ylabel("mean Wolfe gap")
-        axes[0, column].set_yscale("symlog", linthresh=1e-6)
-        axes[1, column].set_ylabel("mean support size (sequences)")
-        for axis in axes[:, column]:
-            _iteration_axis(axis, "iteration budget")
+        for axis in axes[:2, column]:
+            axis.set_ylabel("mean Wolfe gap")
+            axis.set_yscale("symlog", linthresh=1e-6)
+        axes[1, column].set_xscale("log")
+        axes[1, column].set_xlabel("solve time per sentence (ms)")
+        axes[2, column].set_ylabel("mean support size (sequences)")
+        _iteration_axis(axes[0, column], "iteration budget")
+        _iteration_axis(axes[2, column], "iteration budget")
         axes[0, column].legend(fontsize=7)
     sentences = int(sweep["sentences"].max())
     caption = (
         "SparseMAP's solvers (the SparseMAP paper's Fig. 2, on chains): the first-seed CRF-trained "
         f"model's test scores (first {sentences} sentences) solved by the active set and vanilla, "
-        "away-step and pairwise Frank–Wolfe with 1–50 iterations; mean Wolfe (duality) gap left, "
-        "symmetric-log scale, linear below 1e-6, and mean number of sequences in the support. Time "
-        "per solve is the asv suite's (SparseMAPSolvers), not measured here. One model and seed: "
-        "n = 1, no error bars."
+        "away-step and pairwise Frank–Wolfe with 1–50 iterations; mean Wolfe (duality) gap left "
+        "against the iteration budget and against the wall-clock solve time per sentence (every "
+        "setting timed on the same batches in one job, torch with the run's device and threads: "
+        "compare the solvers within a panel, not times across runs), symmetric-log scale, linear "
+        "below 1e-6; and mean number of sequences in the support. The asv suite's SparseMAPSolvers "
+        "times each solver on random scores over N and T. One model and seed: n = 1, no error bars."
     )
     return [save_png(figure, path, caption)]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -29,12 +30,14 @@ def test_every_setting_has_every_metric(swept) -> None:
     options = ["method", "iterations", "temperature", "penalty", "solver"]
     per_setting = table.groupby(options, dropna=False).metric.agg(set)
     assert len(per_setting) == len(settings())
-    common = {"accuracy", "precision", "recall", "f1", "violations"}
+    common = {"accuracy", "precision", "recall", "f1", "violations", "seconds"}
     own = {"bcrf": {"constraint_error"}, "meanfield": {"last_change"}}
     own["sparsemap"] = {"wolfe_gap", "support_size"}
     for (method, *_), metrics in per_setting.items():
         assert metrics == common | own[method]
     assert pd.read_csv(run_dir / "sweep.csv").shape == table.shape
+    seconds = table[table.metric == "seconds"].value
+    assert len(seconds) == len(settings()) and (seconds > 0).all() and seconds.map(math.isfinite).all()
 
 
 def test_the_sweep_agrees_with_the_table_decoders(swept) -> None:

@@ -77,7 +77,8 @@ def canonical(value: object) -> object:
 
 def comparable_results(workdir: Path) -> dict[str, object]:
     """Every result file, less what measures wall-clock time (timing tables, the per-epoch
-    ``seconds`` that ``train.json``, ``checkpoint.pt`` and ``curves.csv`` record) and the logs;
+    ``seconds`` that ``train.json``, ``checkpoint.pt`` and ``curves.csv`` record, the sweep's
+    ``seconds`` rows) and the logs;
     reports/ is drawn from these and the timings. Files compare byte for byte, checkpoints by
     their content."""
     results: dict[str, object] = {}
@@ -90,6 +91,9 @@ def comparable_results(workdir: Path) -> dict[str, object]:
             results[str(relative)] = summary | {"history": without_seconds(summary["history"])}
         elif path.name == "curves.csv":
             results[str(relative)] = pd.read_csv(path).drop(columns="seconds").to_csv(index=False)
+        elif path.name == "sweep.csv":
+            sweep = pd.read_csv(path)
+            results[str(relative)] = sweep[sweep["metric"] != "seconds"].to_csv(index=False)
         elif path.name == "checkpoint.pt":
             saved = torch.load(path, weights_only=False)
             state = saved["state"] | {"history": without_seconds(saved["state"]["history"])}

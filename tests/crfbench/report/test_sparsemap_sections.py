@@ -51,7 +51,8 @@ SOLVES = {
 def _sweep() -> pd.DataFrame:
     rows = []
     for (solver, iterations), (gap, support) in SOLVES.items():
-        for metric, value in (("wolfe_gap", gap), ("support_size", support), ("accuracy", 0.9)):
+        timed = ("seconds", 1e-4 * iterations)
+        for metric, value in (("wolfe_gap", gap), ("support_size", support), ("accuracy", 0.9), timed):
             rows.append(
                 {"dataset": "ud-pos-nl", "encoder_name": "L0", "loss": "crf", "seed": 0, "sentences": 200}
                 | {"method": "sparsemap", "iterations": iterations, "solver": solver}
@@ -101,7 +102,7 @@ def test_support_and_solver_figures_and_the_solver_table_are_written(rendered: P
     table = pd.read_csv(rendered / "tables" / "sparsemap-solvers.csv")
     assert len(table) == len(SOLVES)
     row = table[(table["solver"] == "fw") & (table["iterations"] == 50)].iloc[0]
-    assert (row["mean support size"], row["accuracy"]) == (8.0, 90.0)
+    assert (row["mean support size"], row["accuracy"], row["solve ms per sentence"]) == (8.0, 90.0, 5.0)
     assert not (rendered / "tables" / "sweep.csv").read_text().strip()  # no BCRF or MF rows to show
     readme = (rendered / "README.md").read_text()
     assert "sparsemap-support.png" in readme and "tables/sparsemap-solvers.md" in readme
