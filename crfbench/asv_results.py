@@ -1,9 +1,11 @@
 """The asv scaling suite's results (``results/asv/``) as one tidy table, ``results/scaling.csv``.
 
-For each machine folder the latest results file (by commit date, then run start) is read with asv's
-own ``Results`` loader; benchmark units and parameter names come from ``benchmarks.json``. One row per
-benchmark and parameter combination that produced a number (skipped and failed combinations have
-none); parameters a benchmark does not take are left empty.
+For each machine folder, each benchmark's latest result (by commit date, then run start) is read
+with asv's own ``Results`` loader, so a run of part of the suite (``asv run --bench NAME``) adds its
+benchmarks to the machine's table instead of replacing the rest; the ``commit`` and ``date`` columns
+say which run each row is from. Benchmark units and parameter names come from ``benchmarks.json``.
+One row per benchmark and parameter combination that produced a number (skipped and failed
+combinations have none); parameters a benchmark does not take are left empty.
 """
 
 from __future__ import annotations
@@ -31,57 +33,58 @@ PARAMETERS = (
     "temperature",
     "implementation",
     "threads",
+    "solver",
 )
 COLUMNS = ("machine", "commit", "date", "benchmark", "name", "unit", "value", *PARAMETERS)
 
 
-def _latest_results(machine_dir: Path):
+def _latest_runs(machine_dir: Path) -> dict:
+    """Benchmark name -> the latest of the machine's runs that has a result for it."""
     from asv.results import Results
 
     runs = [
         Results.load(str(path)) for path in sorted(machine_dir.glob("*.json")) if path.name != "machine.json"
     ]
-    if not runs:
-        return None
-    return max(runs, key=lambda run: (run.date or 0, max(run.started_at.values(), default=0)))
+    latest = {}
+    for run in sorted(runs, key=lambda run: (run.date or 0, max(run.started_at.values(), default=0))):
+        latest |= dict.fromkeys(run.get_all_result_keys(), run)
+    return latest
 
 
-def _rows(machine: str, run, benchmarks: dict) -> list[dict]:
+def _rows(machine: str, key: str, run, spec: dict) -> list[dict]:
+    """One row per parameter combination of benchmark ``key`` that has a number in ``run``."""
     rows = []
     date = datetime.fromtimestamp((run.date or 0) / 1000, tz=UTC).date().isoformat()
-    for key in sorted(run.get_all_result_keys()):
-        if key not in benchmarks:  # a benchmark since removed from the suite
+    names = spec.get("param_names", [])
+    params = run.get_result_params(key)
+    values = run.get_result_value(key, params)
+    combinations = (
+        pd.MultiIndex.from_product([[ast.literal_eval(v) for v in p] for p in params]) if params else [()]
+    )
+    for combination, value in zip(combinations, values if params else [values], strict=True):
+        if value is None or (isinstance(value, float) and math.isnan(value)):
             continue
-        spec = benchmarks[key]
-        names = spec.get("param_names", [])
-        params = run.get_result_params(key)
-        values = run.get_result_value(key, params)
-        combinations = (
-            pd.MultiIndex.from_product([[ast.literal_eval(v) for v in p] for p in params]) if params else [()]
+        row = dict.fromkeys(COLUMNS, None)
+        row.update(
+            machine=machine,
+            commit=run.commit_hash,
+            date=date,
+            benchmark=key,
+            name=key.rsplit(".", 1)[-1],
+            unit=spec.get("unit", ""),
+            value=float(value),
         )
-        for combination, value in zip(combinations, values if params else [values], strict=True):
-            if value is None or (isinstance(value, float) and math.isnan(value)):
-                continue
-            row = dict.fromkeys(COLUMNS, None)
-            row.update(
-                machine=machine,
-                commit=run.commit_hash,
-                date=date,
-                benchmark=key,
-                name=key.rsplit(".", 1)[-1],
-                unit=spec.get("unit", ""),
-                value=float(value),
-            )
-            for name, parameter in zip(names, combination, strict=True):
-                if name not in PARAMETERS:
-                    raise ValueError(f"{key}: parameter {name!r} is not one of {', '.join(PARAMETERS)}")
-                row[name] = parameter
-            rows.append(row)
+        for name, parameter in zip(names, combination, strict=True):
+            if name not in PARAMETERS:
+                raise ValueError(f"{key}: parameter {name!r} is not one of {', '.join(PARAMETERS)}")
+            row[name] = parameter
+        rows.append(row)
     return rows
 
 
 def read_asv_results(asv_dir: Path) -> pd.DataFrame:
-    """Tidy table (``COLUMNS``) of the latest asv results of every machine under ``asv_dir``."""
+    """Tidy table (``COLUMNS``) of each benchmark's latest asv result on every machine under
+    ``asv_dir``."""
     asv_dir = Path(asv_dir)
     catalogue = asv_dir / "benchmarks.json"
     if not catalogue.exists():
@@ -89,9 +92,9 @@ def read_asv_results(asv_dir: Path) -> pd.DataFrame:
     benchmarks = {key: spec for key, spec in json.loads(catalogue.read_text()).items() if key != "version"}
     rows = []
     for machine_dir in sorted(path for path in asv_dir.iterdir() if (path / "machine.json").exists()):
-        run = _latest_results(machine_dir)
-        if run is not None:
-            rows += _rows(machine_dir.name, run, benchmarks)
+        for key, run in sorted(_latest_runs(machine_dir).items()):
+            if key in benchmarks:  # not a benchmark since removed from the suite
+                rows += _rows(machine_dir.name, key, run, benchmarks[key])
     return pd.DataFrame(rows, columns=list(COLUMNS)).convert_dtypes()
 
 

@@ -1,7 +1,8 @@
 """The asv scaling results (``results/scaling.csv``) as figures and summary tables: time against N for
 every T, the speed-up of each method over the sequential exact CRF on the N × T grid, the roofline
 (IBP's achieved bandwidth against the machine's streaming bandwidth), the exact CRF against the
-PyTorch CRF libraries, and where BCRF-10 marginals overtake sequential forward."""
+PyTorch CRF libraries, where BCRF-10 marginals overtake sequential forward, and SparseMAP's solvers
+on random scores over N and T."""
 
 from __future__ import annotations
 
@@ -186,10 +187,62 @@ ASV_POINTS = (
 )
 
 
+#: SparseMAPSolvers' numbers, in the solver figure's rows: (benchmark name, axis label, log scale).
+SOLVER_ROWS = (
+    ("time_solve", "seconds per solve", True),
+    ("track_iterations", "iterations run", False),
+    ("track_support_size", "mean support size", False),
+    ("track_converged", "share converged", False),
+)
+
+
+def solver_figure(rows: pd.DataFrame, title: str, path: Path, caption: str) -> list[Drawn]:
+    """SparseMAP's solvers on random scores: each of :data:`SOLVER_ROWS` (rows) against N, one
+    panel column per T, a line per solver."""
+    tags = sorted(rows["T"].unique())
+    solvers = [name for name in registry.SPARSEMAP_SOLVERS if name in set(rows["solver"])]
+    figure, axes = subplots(len(SOLVER_ROWS), len(tags), (3.2 * len(tags), 9.6), sharex=True)
+    for j, num_tags in enumerate(tags):
+        for i, (name, label, log) in enumerate(SOLVER_ROWS):
+            axis = axes[i, j]
+            panel = rows[(rows["name"] == name) & (rows["T"] == num_tags)]
+            for k, solver in enumerate(solvers):
+                line = panel[panel["solver"] == solver].sort_values("N")
+                axis.plot(line["N"], line["value"], marker="o", markersize=3, label=solver, color=f"C{k}")
+            axis.set_xscale("log", base=2)
+            if log:
+                axis.set_yscale("log")
+            axis.grid(True, which="major", linewidth=0.3)
+            if j == 0:
+                axis.set_ylabel(label)
+        axes[0, j].set_title(f"T={num_tags}", fontsize="small")
+        axes[-1, j].set_xlabel("sequence length N")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    figure.suptitle(title, fontsize="medium")
+    figure.legend(
+        handles, labels, loc="outside lower center", ncol=len(labels), fontsize="small", frameon=False
+    )
+    return [save_png(figure, path, caption, dpi=100)]
+
+
 def scaling_figures(frame: pd.DataFrame, out_dir: Path) -> list[Drawn]:
     """Time-against-N figures for every timed operation and speed-up heatmaps for marginals and the
-    training step, per machine, device and batch size."""
+    training step, per machine, device and batch size; and SparseMAP's solvers over N and T."""
     written = []
+    solves = frame[frame["solver"].notna() & frame["N"].notna()].astype({"N": int, "T": int, "B": int})
+    for (machine, batch), rows in solves.groupby(["machine", "B"]):  # SparseMAPSolvers runs on CPU
+        where = f"{machine}, cpu, B={batch}"
+        written += solver_figure(
+            rows,
+            f"SparseMAP's solvers on random scores ({where})",
+            out_dir / f"scaling-sparsemap-solvers-{machine}-B{batch}.png",
+            f"asv SparseMAPSolvers ({where}; torch, one thread): one solve of a batch of random scores "
+            "(the timings' scores) by the active set and vanilla, away-step and pairwise Frank–Wolfe, "
+            "each with the registry's iteration budget and support size: seconds per solve, iterations "
+            "run, mean number of sequences in the support, and the share of the batch whose "
+            "optimality certificate was met (below 1: the budget or the support's slots ran out "
+            f"first), against N, one column per T. {ASV_POINTS}",
+        )
     for name, label in TIMED.items():
         # one figure per machine, device and batch size (a panel's lines need one B)
         for (machine, device, batch), rows in timings(frame, name).groupby(["machine", "device", "B"]):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import NullFormatter
 
 from .figures import Drawn, save_png, subplots
 from .layout import DATASET_LABELS, TRAIN_LABELS
@@ -271,6 +272,7 @@ def solver_figure(sweep: pd.DataFrame, path: Path) -> list[Drawn]:
             axis.set_ylabel("mean Wolfe gap")
             axis.set_yscale("symlog", linthresh=1e-6)
         axes[1, column].set_xscale("log")
+        axes[1, column].xaxis.set_minor_formatter(NullFormatter())  # decades only: minor labels collide
         axes[1, column].set_xlabel("solve time per sentence (ms)")
         axes[2, column].set_ylabel("mean support size (sequences)")
         _iteration_axis(axes[0, column], "iteration budget")

@@ -38,14 +38,21 @@ def test_one_row_per_combination_with_a_number_and_parameters_by_name(tmp_path):
     assert set(frame["machine"]) == {"cpu-box"} and set(frame["commit"]) == {"a" * 40}
 
 
-def test_the_latest_run_of_each_machine_is_read(tmp_path):
+def test_each_benchmarks_latest_run_of_each_machine_is_read(tmp_path):
+    """A later run replaces a benchmark's numbers; a later run of part of the suite leaves the
+    other benchmarks' numbers from the run before."""
     write_asv_results(tmp_path, "box", "a" * 40, 1_000, {MARGINALS: _marginals([1.0, 1.0, 1.0, 1.0])})
     write_asv_results(tmp_path, "box", "b" * 40, 2_000, {MARGINALS: _marginals([2.0, 2.0, 2.0, 2.0])})
     write_asv_results(tmp_path, "other", "a" * 40, 1_000, {MARGINALS: _marginals([3.0, 3.0, 3.0, 3.0])})
+    bandwidth = (("backend", "device"), (("torch",), ("cpu",)), [40.0], "GB/s")
+    write_asv_results(tmp_path, "box", "c" * 40, 3_000, {BANDWIDTH: bandwidth})
     frame = read_asv_results(tmp_path)
-    latest = frame.groupby("machine")[["commit", "value"]].agg(set)
-    assert latest.loc["box", "commit"] == {"b" * 40} and latest.loc["box", "value"] == {2.0}
-    assert latest.loc["other", "value"] == {3.0}
+    latest = frame.groupby(["machine", "benchmark"])[["commit", "value"]].agg(set)
+    assert latest.loc[("box", MARGINALS), "commit"] == {"b" * 40}
+    assert latest.loc[("box", MARGINALS), "value"] == {2.0}
+    assert latest.loc[("box", BANDWIDTH)].to_dict() == {"commit": {"c" * 40}, "value": {40.0}}
+    assert latest.loc[("other", MARGINALS), "value"] == {3.0}
+    assert ("other", BANDWIDTH) not in latest.index
 
 
 def test_the_table_is_written_and_reads_back(tmp_path):

@@ -10,6 +10,7 @@ import pytest
 from crfbench.asv_results import COLUMNS
 from crfbench.report import render_report
 from crfbench.report.scaling import (
+    SOLVER_ROWS,
     crossover_table,
     peers_table,
     roofline_table,
@@ -17,6 +18,7 @@ from crfbench.report.scaling import (
     speedups,
     summary_tables,
 )
+from implementations.registry import SPARSEMAP_SOLVERS
 
 from .fixtures import write_paper, write_results
 
@@ -106,12 +108,15 @@ def _suite_frame() -> pd.DataFrame:
     rows.append(_row("track_ibp_bandwidth", 3.0, backend="torch", N=64, T=32, B=8))
     rows.append(_row("track_ibp_roofline_fraction", 0.1, backend="torch", N=64, T=32, B=8))
     rows.append(_row("time_loss_and_grad", 0.01, implementation="crf"))
+    for (name, _, _), solver, n, t in itertools.product(SOLVER_ROWS, SPARSEMAP_SOLVERS, (16, 64), (8, 32)):
+        rows.append(_row(name, n * t * 1e-5, device=None, solver=solver, N=n, T=t, B=8))
     return _frame(rows)
 
 
-def test_figures_per_operation_and_heatmaps_for_marginals_and_training(tmp_path):
+def test_figures_per_operation_heatmaps_for_marginals_and_training_and_sparsemaps_solvers(tmp_path):
     written = [drawn.path for drawn in scaling_figures(_suite_frame(), tmp_path)]
     assert sorted(path.name for path in written) == [
+        "scaling-sparsemap-solvers-box-B8.png",
         "scaling-speedup-box-cpu-B8-loss_and_grad.png",
         "scaling-speedup-box-cpu-B8-marginals.png",
         "scaling-time-box-cpu-B8-decode.png",
