@@ -49,11 +49,13 @@ CONVERGENCE_INTRO = (
     "cap; runs at the cap while still improving are flagged, and their values in Tables 1a–1d carry "
     "the mark ⚑. The curves are in the figure dev-curves.png; the iteration and temperature sweep "
     "of BCRF and mean-field decoding is in tables/sweep.csv and the figure sweep.png; SparseMAP's "
-    "solvers over iterations in tables/sparsemap-solvers.csv and the figure sparsemap-solvers.png, "
+    "solvers over iterations and time in tables/sparsemap-solvers.csv and the figure "
+    "sparsemap-solvers.png, "
     "its support size over training in sparsemap-support.png."
 )
 SCALING_INTRO = (
-    "From the latest asv run of each machine (results/asv/, tidied into results/scaling.csv); "
+    "From each benchmark's latest asv run on each machine (results/asv/, tidied into "
+    "results/scaling.csv; its commit column names the run); "
     "the full history is in the asv HTML (reports/asv/). Random standard normal scores, one CPU thread."
 )
 _STYLE = """

@@ -201,7 +201,8 @@ def solver_figure(rows: pd.DataFrame, title: str, path: Path, caption: str) -> l
     panel column per T, a line per solver."""
     tags = sorted(rows["T"].unique())
     solvers = [name for name in registry.SPARSEMAP_SOLVERS if name in set(rows["solver"])]
-    figure, axes = subplots(len(SOLVER_ROWS), len(tags), (3.2 * len(tags), 9.6), sharex=True)
+    # one y-axis per row: the panels compare across T, and a narrow log range gets readable decades
+    figure, axes = subplots(len(SOLVER_ROWS), len(tags), (3.2 * len(tags), 9.6), sharex=True, sharey="row")
     for j, num_tags in enumerate(tags):
         for i, (name, label, log) in enumerate(SOLVER_ROWS):
             axis = axes[i, j]
@@ -212,6 +213,7 @@ def solver_figure(rows: pd.DataFrame, title: str, path: Path, caption: str) -> l
             axis.set_xscale("log", base=2)
             if log:
                 axis.set_yscale("log")
+                axis.yaxis.set_minor_formatter(NullFormatter())
             axis.grid(True, which="major", linewidth=0.3)
             if j == 0:
                 axis.set_ylabel(label)
