@@ -64,6 +64,23 @@ def penalty(name: str, value: Any) -> None:
         raise ValueError(f"{name} must be a finite score <= 0 replacing -inf transitions, got {value!r}")
 
 
+def non_negative(name: str, value: Any) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not (math.isfinite(value) and value >= 0)
+    ):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+
+
+def energy(name: str, value: Any) -> None:
+    if value is not None and not (hasattr(value, "value") and hasattr(value, "gradient")):
+        raise ValueError(
+            f"{name} must be None or an energy with value() and gradient() (implementations.energies), "
+            f"got {value!r}"
+        )
+
+
 def arc_elements(batch: int, length: int, num_tags: int) -> int:
     """Elements of the (B, N-1, T, T) arc scores: the biggest array most methods build."""
     return batch * max(length - 1, 1) * num_tags**2
@@ -338,9 +355,51 @@ SPARSEMAP = Method(
     agreement_options={"max_support": 64},
 )
 
+#: Bethe projections' solvers: Algorithms 1, 4 and 5 of Vilnis et al. (2015).
+BETHE_SOLVERS = ("rda", "md", "accelerated")
+
+BETHE = Method(
+    name="bethe",
+    kernel="bethe",
+    summary="Bethe projections (Vilnis et al. 2015): CRF marginals under a non-local energy (mirror descent)",
+    options=(
+        Option(
+            "energy",
+            None,
+            energy,
+            "the non-local energy L(μ) (implementations.energies); None: no energy, the CRF itself",
+        ),
+        Option(
+            "solver",
+            "rda",
+            choice(*BETHE_SOLVERS),
+            "rda: dual averaging (Algorithm 1); md: composite mirror descent (Algorithm 4); "
+            "accelerated: accelerated RDA for a smooth energy (Algorithm 5)",
+        ),
+        _iterations(40),
+        Option(
+            "tolerance",
+            None,
+            tolerance,
+            "stop once no marginal changed by more than this in an iteration (None: run every iteration)",
+        ),
+        Option(
+            "output",
+            "last",
+            choice("last", "average"),
+            "the last iterate, or the average of the iterates (rda and md; their guarantee's)",
+        ),
+        Option("beta", 0.0, non_negative, "rda's β: the prox term's weight β/t (0: no step size)"),
+        Option("decay", 1.0, positive, "md's λ: step size η_t = 1/(λ t)"),
+        Option("smoothness", 1.0, positive, "accelerated: the energy's smoothness constant L"),
+    ),
+    oracle="exact",  # without an energy; tests/implementations/test_bethe.py checks energies
+    oracle_name="brute-force",
+)
+
 #: Every method, in the order listings show them.
 REGISTRY: Mapping[str, Method] = MappingProxyType(
-    {method.name: method for method in (CRF, CRF_SCAN, BCRF, MEANFIELD, UNSTRUCTURED, SPARSEMAP)}
+    {method.name: method for method in (CRF, CRF_SCAN, BCRF, MEANFIELD, UNSTRUCTURED, SPARSEMAP, BETHE)}
 )
 
 

@@ -50,3 +50,21 @@ class SparseMAPOutput(NamedTuple):
     def error(self) -> Array:
         """(B,) the gap after the last iteration run."""
         return self.errors[self.iterations - 1]
+
+
+class BetheOutput(NamedTuple):
+    """``solve`` of Bethe projections: :class:`SolverOutput`'s fields, the error being the largest
+    change of a marginal between successive iterates, and the value after each iteration."""
+
+    unary: Array  # (B, N, T) node marginals μ* (the last iterate or the average of the iterates)
+    pairwise: Array  # (B, N-1, T, T) arc marginals μ*
+    value: Array  # (B,) −F(μ*) = ⟨θ, μ*⟩ + H_B(μ*) − L(μ*) (what ``log_partition`` returns)
+    iterations: Any  # iterations run: a Python int without a tolerance, else a 0-d integer array
+    converged: Array  # (B,) bool: error <= tolerance (<= 0 without a tolerance)
+    errors: Array  # (iterations, B) change after each iteration; NaN for iterations not run
+    values: Array  # (iterations, B) −F of the returned iterate after each iteration; NaN if not run
+
+    @property
+    def error(self) -> Array:
+        """(B,) the change in the last iteration run."""
+        return self.errors[self.iterations - 1]

@@ -1,20 +1,37 @@
 """The iteration loop every iterative method shares (torch): run ``step`` a fixed number of times,
-or until every sequence's error is within ``tolerance`` (see ``implementations.solver``)."""
+or until every sequence's error is within ``tolerance`` (see ``implementations.solver``).
+
+A state is a tensor (B, ...) or a nested tuple of them, each with the batch first. ``error`` gives
+the (B,) error of each sequence, or (B, K) records whose first column is that error (the others,
+e.g. an objective, are recorded beside it)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor
 
-Step = Callable[[Tensor], Tensor]  # state (B, ...) -> next state
-Error = Callable[[Tensor, Tensor], Tensor]  # (new state, previous state) -> (B,) error
+State = Any  # a Tensor (B, ...) or a nested tuple of them
+Step = Callable[[State], State]  # state -> next state
+Error = Callable[[State, State], Tensor]  # (new state, previous state) -> (B,) error or (B, K) records
+
+
+def _leaves(state: State) -> list[Tensor]:
+    return [leaf for part in state for leaf in _leaves(part)] if isinstance(state, tuple) else [state]
+
+
+def _keep(done: Tensor, old: State, new: State) -> State:
+    """``new``, except the sequences that are ``done`` (B,) keep ``old``."""
+    if isinstance(new, tuple):
+        return tuple(_keep(done, o, n) for o, n in zip(old, new, strict=True))
+    return torch.where(done.view((-1,) + (1,) * (new.ndim - 1)), old, new)
 
 
 def iterate(
-    step: Step, state: Tensor, iterations: int, tolerance: float | None = None, error: Error | None = None
-) -> Tensor:
+    step: Step, state: State, iterations: int, tolerance: float | None = None, error: Error | None = None
+) -> State:
     """The state after ``iterations`` steps, or earlier once every sequence is within ``tolerance``
     (a sequence within it is frozen). ``error`` is needed only with a tolerance."""
     if tolerance is None:
@@ -26,23 +43,26 @@ def iterate(
 
 
 def iterate_with_errors(
-    step: Step, state: Tensor, iterations: int, tolerance: float | None, error: Error
-) -> tuple[Tensor, int, Tensor]:
+    step: Step, state: State, iterations: int, tolerance: float | None, error: Error
+) -> tuple[State, int, Tensor]:
     """As :func:`iterate`, also returning the iterations run and the (iterations, B) history of
-    errors: a frozen sequence keeps the error it stopped at; NaN for iterations not run."""
-    errors = state.new_full((iterations, state.shape[0]), torch.nan)
-    done = torch.zeros(state.shape[0], dtype=torch.bool, device=state.device)
-    frozen = (-1,) + (1,) * (state.ndim - 1)
+    errors, or (iterations, B, K) of records: a frozen sequence keeps what it stopped at; NaN for
+    iterations not run. ``iterations`` is at least 1."""
+    first = _leaves(state)[0]
+    done = torch.zeros(first.shape[0], dtype=torch.bool, device=first.device)
+    errors = None
     for k in range(iterations):
         new = step(state)
         last = error(new, state)
+        if errors is None:
+            errors = last.new_full((iterations, *last.shape), torch.nan)
         if tolerance is not None and k:
-            new = torch.where(done.view(frozen), state, new)
-            last = torch.where(done, errors[k - 1], last)
+            new = _keep(done, state, new)
+            last = _keep(done, errors[k - 1], last)
         errors[k] = last
         state = new
         if tolerance is not None:
-            done = done | (last <= tolerance)
+            done = done | ((last if last.ndim == 1 else last[:, 0]) <= tolerance)
             if bool(done.all()):
                 return state, k + 1, errors
     return state, iterations, errors

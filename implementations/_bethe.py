@@ -1,0 +1,224 @@
+"""Bethe projections (Vilnis et al. 2015; digest §4) for any backend: the marginals μ* of a chain
+CRF with a non-local energy ``L`` (``implementations.energies``),
+
+    μ* = argmin_{μ ∈ M}  F(μ) = −H_B(μ) − ⟨θ, μ⟩ + L(μ),
+
+by mirror descent whose Bregman projection is one forward–backward call on shifted scores: every
+iterate is the exact CRF marginals of ``κ θ − s`` for a scale κ and a shift s built from the
+energy's gradients, so every iterate lies in the marginal polytope. On a chain the Bethe entropy
+H_B is the entropy of the chain distribution with marginals μ, so F is exactly the variational
+free energy and, for L = 0, μ* is the CRF's marginals and ``−F(μ*) = log Z``.
+
+Solvers (``derivations.md`` §9 derives each step in shift form):
+
+- ``rda``, Bethe-RDA (Algorithm 1): ``ḡ_t = mean_{k<t} ∇L(μ_k)``, ``μ_t = ORACLE(θ − t/(t+β) ḡ_t)``
+  (the printed ``∇L(μ_t)`` is an index slip; β = 0: no step size);
+- ``md``, Bethe-MD (Algorithm 4, composite mirror descent) with ``η_t = 1/(λ t)``:
+  ``s_t = (s_{t−1} + η_t ∇L(μ_{t−1})) / (1 + η_t)``, ``μ_t = ORACLE(θ − s_t)``;
+- ``accelerated``, accelerated Bethe-RDA (Algorithm 5) for an ``smoothness``-smooth energy:
+  ``u_t = (1−c_t) μ_{t−1} + c_t ν_{t−1}``, ``ḡ_t = (1−c_t) ḡ_{t−1} + c_t ∇L(u_t)``,
+  ``ν_t = ORACLE(κ_t (θ − ḡ_t))`` with ``κ_t = t(t+1)/(4L + t(t+1))``, ``μ_t = (1−c_t) μ_{t−1} + c_t ν_t``,
+  ``c_t = 2/(t+1)``.
+
+``output="average"`` returns the mean of the iterates μ_1..μ_t (RDA's and MD's O(ln t / t)
+guarantee is the average's), ``"last"`` the last. The error after an iteration is the largest
+change of a marginal between successive iterates; ``converged`` means it reached ``tolerance``
+(the paper leaves its test unspecified). MAP prediction is Viterbi on ``θ̃ = θ − ∇L(μ*)`` (the
+paper's Prop. 1: μ* are the marginals of θ̃), never a per-position argmax; the losses are the
+CRF's on θ̃ with μ* held fixed (Algorithm 3: no differentiation through the solver), so the
+energy's weights ψ get their gradient through ``∇L_ψ(μ*)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from .energies import Energy, Total
+from .solver import BetheOutput
+
+Array = Any  # a torch.Tensor or a jax.Array
+
+
+def bethe_kernels(
+    xp: Any,
+    engine: ModuleType,
+    scores: ModuleType,
+    fixed_point: ModuleType,
+    xlogy: Callable[[Array, Array], Array],
+    without_gradient: Callable[..., Any],
+) -> tuple[Callable[..., Any], ...]:
+    """``(solve, marginals, decode, log_partition, loss, partial_loss)`` for the backend whose array
+    namespace is ``xp``, exact chain ``engine``, ``scores`` helpers, iteration loop (over tuples of
+    arrays), ``xlogy`` and ``without_gradient(function, *arguments)``, which calls ``function``
+    with nothing differentiated through it."""
+
+    def ones_where(condition: Array, like: Array) -> Array:
+        ones = xp.ones_like(like)
+        return xp.where(condition, ones, 0 * ones)
+
+    def folded(emissions: Array, lengths: Array, start: Array | None, end: Array | None) -> Array:
+        """Emissions (B, N, T) with ``start`` added at the first and ``end`` at the last position."""
+        length = emissions.shape[1]
+        inside = scores.position_mask(lengths, length)
+        first = scores.position_mask(0 * lengths + 1, length)
+        last = inside & ~scores.position_mask(lengths - 1, length)
+        zeros = xp.zeros_like(emissions)  # (0 · emissions is NaN at -inf)
+        if start is not None:
+            emissions = emissions + xp.where(first[..., None], start + zeros, zeros)
+        if end is not None:
+            emissions = emissions + xp.where(last[..., None], end + zeros, zeros)
+        return emissions
+
+    def free_energy_terms(theta: tuple[Array, Array], mu: tuple[Array, Array], mask: Array) -> Array:
+        """(B,) ``⟨θ, μ⟩ + H_B(μ)``: H_B sums the arcs' entropies and subtracts each position's
+        entropy once per arc beyond the first it touches (a position alone counts once)."""
+        (emissions, transitions), (unary, pairwise) = theta, mu
+        score = xp.sum(xp.where(unary > 0, emissions * unary, 0 * unary), axis=(1, 2))
+        score = score + xp.sum(xp.where(pairwise > 0, transitions * pairwise, 0 * pairwise), axis=(1, 2, 3))
+        arcs = mask[:, 1:] * mask[:, :-1]  # (B, N-1)
+        edge = 0 * mask[:, :1]
+        degree = xp.concatenate([edge, arcs], axis=1) + xp.concatenate([arcs, edge], axis=1)
+        node_entropy = -xp.sum(xlogy(unary, unary), axis=-1)  # (B, N)
+        arc_entropy = -xp.sum(xlogy(pairwise, pairwise), axis=(2, 3))  # (B, N-1)
+        entropy = xp.sum(arc_entropy, axis=1) - xp.sum((degree - 1) * mask * node_entropy, axis=1)
+        return score + entropy
+
+    def setup(emissions, transitions, lengths, start, end, energy):
+        batch, length, _ = emissions.shape
+        mask = ones_where(scores.position_mask(lengths, length), emissions[..., 0])  # (B, N)
+        theta = (folded(emissions, lengths, start, end), scores.per_position(transitions, batch, length))
+        return theta, mask, Total(()) if energy is None else energy
+
+    def oracle(theta, lengths, scale, shift):
+        """Exact marginals of ``scale·θ − shift``; ``scale`` (B,) or None for 1."""
+        emissions, transitions = theta
+        if scale is not None:
+            emissions, transitions = (
+                scale[:, None, None] * emissions,
+                scale[:, None, None, None] * transitions,
+            )
+        return engine.marginals(emissions - shift[0], transitions - shift[1], lengths, None, None)
+
+    def energy_gradient(energy: Energy, mu, mask):
+        to_unary, to_pairwise = energy.gradient(xp, mu[0], mu[1], mask)
+        return to_unary, 0 * mu[1] if to_pairwise is None else to_pairwise
+
+    def value(theta, mu, mask, energy: Energy) -> Array:
+        """(B,) ``−F(μ) = ⟨θ, μ⟩ + H_B(μ) − L(μ)`` (``log Z`` when L = 0 at the CRF's marginals)."""
+        return free_energy_terms(theta, mu, mask) - energy.value(xp, mu[0], mu[1], mask)
+
+    def solve(
+        emissions,
+        transitions,
+        lengths,
+        start,
+        end,
+        energy,
+        solver,
+        iterations,
+        tolerance,
+        output,
+        beta,
+        decay,
+        smoothness,
+    ) -> BetheOutput:
+        """The iterate after ``iterations`` (or until every sentence's change is within ``tolerance``),
+        with the change and the value ``−F`` after each iteration."""
+        if solver == "accelerated" and output == "average":
+            raise ValueError("output='average' is for rda and md: accelerated RDA's iterate is an average")
+        theta, mask, energy = setup(emissions, transitions, lengths, start, end, energy)
+        zeros = (xp.zeros_like(theta[0]), xp.zeros_like(theta[1]))
+        first = oracle(theta, lengths, None, zeros)
+        count = 0 * mask[:, 0]  # (B,) iterations run, as floats
+        # state: (t, dual (ḡ or s), μ_t, running sum of the iterates or accelerated RDA's ν)
+        state = (count, zeros, first, first if solver == "accelerated" else zeros)
+
+        def averaged(state):
+            t, _, last, extra = state
+            if output == "last":
+                return last
+            return tuple(part / t[(...,) + (None,) * (part.ndim - 1)] for part in extra)
+
+        def advance(state):
+            t, dual, mu, extra = state
+            t = t + 1
+            if solver == "rda":
+                gradient = energy_gradient(energy, mu, mask)
+                dual = tuple(d + (g - d) / expand(t, g) for d, g in zip(dual, gradient, strict=True))
+                weight = t / (t + beta)
+                new = oracle(theta, lengths, None, tuple(expand(weight, d) * d for d in dual))
+                return t, dual, new, tuple(e + n for e, n in zip(extra, new, strict=True))
+            if solver == "md":
+                gradient = energy_gradient(energy, mu, mask)
+                eta = 1 / (decay * t)
+                dual = tuple(
+                    (d + expand(eta, g) * g) / expand(1 + eta, g) for d, g in zip(dual, gradient, strict=True)
+                )
+                new = oracle(theta, lengths, None, dual)
+                return t, dual, new, tuple(e + n for e, n in zip(extra, new, strict=True))
+            c = 2 / (t + 1)
+            mix = tuple(expand(1 - c, m) * m + expand(c, n) * n for m, n in zip(mu, extra, strict=True))
+            gradient = energy_gradient(energy, mix, mask)
+            dual = tuple(expand(1 - c, d) * d + expand(c, g) * g for d, g in zip(dual, gradient, strict=True))
+            scale = t * (t + 1) / (4 * smoothness + t * (t + 1))
+            nu = oracle(theta, lengths, scale, tuple(expand(scale, d) * d for d in dual))
+            new = tuple(expand(1 - c, m) * m + expand(c, n) * n for m, n in zip(mu, nu, strict=True))
+            return t, dual, new, nu
+
+        def record(new, old):
+            """(B, 2): the largest change of a marginal, and the value −F of the output iterate."""
+            change = xp.amax(xp.abs(new[2][0] - old[2][0]), axis=(1, 2))
+            if theta[1].shape[1]:  # a batch of single positions has no arcs
+                change = xp.maximum(change, xp.amax(xp.abs(new[2][1] - old[2][1]), axis=(1, 2, 3)))
+            return xp.stack([change, value(theta, averaged(new), mask, energy)], axis=-1)
+
+        state, run, records = fixed_point.iterate_with_errors(advance, state, iterations, tolerance, record)
+        unary, pairwise = averaged(state)
+        last = records[run - 1]
+        converged = last[:, 0] <= (0.0 if tolerance is None else tolerance)
+        return BetheOutput(unary, pairwise, last[:, 1], run, converged, records[..., 0], records[..., 1])
+
+    def expand(values: Array, like: Array) -> Array:
+        """(B,) ``values`` shaped to broadcast against ``like`` (B, ...)."""
+        return values[(...,) + (None,) * (like.ndim - 1)]
+
+    def marginals(emissions, transitions, lengths, start, end, **options):
+        """μ* (B, N, T) and (B, N-1, T, T), zero on padding."""
+        result = solve(emissions, transitions, lengths, start, end, **options)
+        return result.unary, result.pairwise
+
+    def log_partition(emissions, transitions, lengths, start, end, **options):
+        """(B,) ``−F(μ*)``: ``log Z`` when there is no energy."""
+        return solve(emissions, transitions, lengths, start, end, **options).value
+
+    def tilted(emissions, transitions, lengths, start, end, options):
+        """``θ̃ = θ − ∇L(μ*)`` as emissions (B, N, T) and transitions (B, N-1, T, T) with start and
+        end folded in, μ* held fixed (``stop_gradient``)."""
+        result = without_gradient(
+            lambda *scores: solve(*scores, **options), emissions, transitions, lengths, start, end
+        )
+        theta, mask, energy = setup(emissions, transitions, lengths, start, end, options["energy"])
+        shift = energy_gradient(energy, (result.unary, result.pairwise), mask)
+        return theta[0] - shift[0], theta[1] - shift[1]
+
+    def decode(emissions, transitions, lengths, start, end, **options):
+        """Viterbi on θ̃ (B, N), -1 on padding."""
+        emissions, transitions = tilted(emissions, transitions, lengths, start, end, options)
+        return engine.viterbi(emissions, transitions, lengths, None, None)[1]
+
+    def loss(emissions, transitions, lengths, tags, start, end, **options):
+        """``−log Q(tags)`` (B,) under the CRF with scores θ̃ (the paper's surrogate, Eq. 11)."""
+        emissions, transitions = tilted(emissions, transitions, lengths, start, end, options)
+        log_z = engine.log_partition(emissions, transitions, lengths, None, None)
+        return log_z - scores.gold_score(emissions, transitions, lengths, tags, None, None)
+
+    def partial_loss(emissions, transitions, lengths, allowed, start, end, **options):
+        """``log Z(θ̃) − log Z_allowed(θ̃)`` (B,)."""
+        emissions, transitions = tilted(emissions, transitions, lengths, start, end, options)
+        log_z = engine.log_partition(emissions, transitions, lengths, None, None)
+        restricted = scores.mask_emissions(emissions, allowed)
+        return log_z - engine.log_partition(restricted, transitions, lengths, None, None)
+
+    return solve, marginals, decode, log_partition, loss, partial_loss

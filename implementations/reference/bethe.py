@@ -1,0 +1,90 @@
+"""Bethe projections by brute force on one tiny chain: the distribution q over every allowed tag
+sequence that minimises ``−H(q) − ⟨θ, μ(q)⟩ + L(μ(q))``, found by SciPy's L-BFGS over logits.
+
+Among the distributions with marginals μ the chain distribution has the largest entropy, and that
+entropy is H_B(μ); so this problem over q and the Bethe problem over the marginal polytope have the
+same optimal value and the minimiser's marginals are μ*. It shares nothing with the backends but
+the energy objects (called with NumPy): no forward–backward, no mirror descent, no Bethe entropy
+formula. For a convex energy (measurements with ψ ≥ 0) the optimum is unique.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import minimize
+
+from ..energies import Energy
+from .brute_force import enumerate_scores
+from .common import softmax
+
+
+@dataclass(frozen=True)
+class BetheSolution:
+    """μ* of one chain: ``unary (n, T)``, ``pairwise (n-1, T, T)``, and ``value`` = −F(μ*)."""
+
+    unary: np.ndarray
+    pairwise: np.ndarray
+    value: float
+
+
+def _marginals(q: np.ndarray, paths: np.ndarray, num_tags: int) -> tuple[np.ndarray, np.ndarray]:
+    n = paths.shape[1]
+    unary = np.zeros((n, num_tags))
+    pairwise = np.zeros((max(n - 1, 0), num_tags, num_tags))
+    for i in range(n):
+        np.add.at(unary[i], paths[:, i], q)
+    for i in range(n - 1):
+        np.add.at(pairwise[i], (paths[:, i], paths[:, i + 1]), q)
+    return unary, pairwise
+
+
+def _on_paths(unary: np.ndarray, pairwise: np.ndarray, paths: np.ndarray) -> np.ndarray:
+    """``⟨g, S(y)⟩`` for each path y, for a gradient g = (unary, pairwise) on the marginals."""
+    n = paths.shape[1]
+    total = sum(unary[i, paths[:, i]] for i in range(n))
+    return total + sum(pairwise[i, paths[:, i], paths[:, i + 1]] for i in range(n - 1))
+
+
+def solve(
+    emissions: np.ndarray,
+    transitions: np.ndarray,
+    energy: Energy,
+    start: np.ndarray | None = None,
+    end: np.ndarray | None = None,
+    gtol: float = 1e-13,
+) -> BetheSolution:
+    """μ* of one chain (``emissions (n, T)``, ``transitions (T, T)`` or ``(n-1, T, T)``) with an
+    energy whose parameters are NumPy arrays for a batch of one."""
+    enumeration = enumerate_scores(emissions, transitions, start, end)
+    allowed = np.isfinite(enumeration.scores)
+    paths, scores = enumeration.paths[allowed], enumeration.scores[allowed]
+    n, num_tags = np.shape(emissions)
+    mask = np.ones((1, n))
+
+    def energy_terms(q: np.ndarray) -> tuple[float, np.ndarray]:
+        unary, pairwise = _marginals(q, paths, num_tags)
+        value = float(energy.value(np, unary[None], pairwise[None], mask)[0])
+        to_unary, to_pairwise = energy.gradient(np, unary[None], pairwise[None], mask)
+        to_pairwise = np.zeros((1,) + pairwise.shape) if to_pairwise is None else to_pairwise
+        return value, _on_paths(to_unary[0], to_pairwise[0], paths)
+
+    def objective(logits: np.ndarray) -> tuple[float, np.ndarray]:
+        q = softmax(logits)
+        log_q = logits - np.log(np.sum(np.exp(logits - logits.max()))) - logits.max()
+        energy_value, energy_slope = energy_terms(q)
+        free_energy = float(np.sum(q * (log_q - scores))) + energy_value
+        slope = log_q + 1 - scores + energy_slope  # ∂F/∂q
+        return free_energy, q * (slope - np.dot(q, slope))
+
+    result = minimize(
+        objective,
+        scores - scores.max(),
+        jac=True,
+        method="L-BFGS-B",
+        options={"gtol": gtol, "ftol": 1e-16, "maxiter": 20_000, "maxcor": 30},
+    )
+    q = softmax(result.x)
+    unary, pairwise = _marginals(q, paths, num_tags)
+    return BetheSolution(unary, pairwise, -float(result.fun))
