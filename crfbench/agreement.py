@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 import implementations
-from implementations import registry
+from implementations import energies, registry
 from implementations.interop import from_numpy, to_numpy
 from implementations.reference import brute_force, oracles
 from implementations.reference.instances import random_batch
@@ -118,6 +118,17 @@ def make_instance(length: int, num_tags: int, neg_inf: bool, seed: int) -> Insta
     )
 
 
+def agreement_options(method: str, num_tags: int, convert=None) -> dict[str, object]:
+    """The registry's agreement options of ``method``, with its agreement energy for ``num_tags``
+    tags if it has one (its NumPy parameters passed through ``convert`` for a backend)."""
+    record = registry.REGISTRY[method]
+    options = dict(record.agreement_options)
+    if record.agreement_energy is not None:
+        energy = record.agreement_energy(num_tags)
+        options["energy"] = energy if convert is None else energies.with_arrays(energy, convert)
+    return options
+
+
 def run_backend(
     method: str, backend: str, instance: Instance, dtype: str
 ) -> dict[tuple[str, str], np.ndarray]:
@@ -129,7 +140,7 @@ def run_backend(
         "start": from_numpy(instance.start, backend, dtype),
         "end": from_numpy(instance.end, backend, dtype),
     }
-    options = registry.REGISTRY[method].agreement_options
+    options = agreement_options(method, instance.emissions.shape[-1], lambda a: from_numpy(a, backend, dtype))
     tags = from_numpy(instance.tags, backend)
     allowed = from_numpy(instance.allowed, backend)
     unary, pairwise = module.marginals(*scores, lengths, **boundary, **options)
@@ -161,7 +172,10 @@ def run_reference(method: str, instance: Instance) -> tuple[str, dict[tuple[str,
     for b in range(batch):
         n = int(instance.lengths[b])
         answer = oracle(
-            instance.sequence(b), instance.tags[b, :n], instance.allowed[b, :n], **record.agreement_options
+            instance.sequence(b),
+            instance.tags[b, :n],
+            instance.allowed[b, :n],
+            **agreement_options(method, num_tags),
         )
         if answer is None:
             return None

@@ -4,10 +4,10 @@ CRF with a non-local energy ``L`` (``implementations.energies``),
     μ* = argmin_{μ ∈ M}  F(μ) = −H_B(μ) − ⟨θ, μ⟩ + L(μ),
 
 by mirror descent whose Bregman projection is one forward–backward call on shifted scores: every
-iterate is the exact CRF marginals of ``κ θ − s`` for a scale κ and a shift s built from the
-energy's gradients, so every iterate lies in the marginal polytope. On a chain the Bethe entropy
-H_B is the entropy of the chain distribution with marginals μ, so F is exactly the variational
-free energy and, for L = 0, μ* is the CRF's marginals and ``−F(μ*) = log Z``.
+iterate is the exact CRF marginals of ``θ − s`` for a shift s built from the energy's gradients
+(or an average of such marginals), so every iterate lies in the marginal polytope. On a chain
+the Bethe entropy H_B is the entropy of the chain distribution with marginals μ, so F is exactly
+the variational free energy and, for L = 0, μ* is the CRF's marginals and ``−F(μ*) = log Z``.
 
 Solvers (``derivations.md`` §9 derives each step in shift form):
 
@@ -17,8 +17,9 @@ Solvers (``derivations.md`` §9 derives each step in shift form):
   ``s_t = (s_{t−1} + η_t ∇L(μ_{t−1})) / (1 + η_t)``, ``μ_t = ORACLE(θ − s_t)``;
 - ``accelerated``, accelerated Bethe-RDA (Algorithm 5) for an ``smoothness``-smooth energy:
   ``u_t = (1−c_t) μ_{t−1} + c_t ν_{t−1}``, ``ḡ_t = (1−c_t) ḡ_{t−1} + c_t ∇L(u_t)``,
-  ``ν_t = ORACLE(κ_t (θ − ḡ_t))`` with ``κ_t = t(t+1)/(4L + t(t+1))``, ``μ_t = (1−c_t) μ_{t−1} + c_t ν_t``,
-  ``c_t = 2/(t+1)``.
+  ``ν_t = ORACLE(θ − κ_t ḡ_t)`` with ``κ_t = t(t+1)/(4L + t(t+1))``, ``μ_t = (1−c_t) μ_{t−1} + c_t ν_t``,
+  ``c_t = 2/(t+1)`` (the printed ``κ_t (θ − ḡ_t)`` centres the prox term at the uniform
+  distribution rather than at μ_0, where the method starts; see §9.5).
 
 ``output="average"`` returns the mean of the iterates μ_1..μ_t (RDA's and MD's O(ln t / t)
 guarantee is the average's), ``"last"`` the last. The error after an iteration is the largest
@@ -91,15 +92,9 @@ def bethe_kernels(
         theta = (folded(emissions, lengths, start, end), scores.per_position(transitions, batch, length))
         return theta, mask, Total(()) if energy is None else energy
 
-    def oracle(theta, lengths, scale, shift):
-        """Exact marginals of ``scale·θ − shift``; ``scale`` (B,) or None for 1."""
-        emissions, transitions = theta
-        if scale is not None:
-            emissions, transitions = (
-                scale[:, None, None] * emissions,
-                scale[:, None, None, None] * transitions,
-            )
-        return engine.marginals(emissions - shift[0], transitions - shift[1], lengths, None, None)
+    def oracle(theta, lengths, shift):
+        """Exact marginals of ``θ − shift``: the Bethe projection."""
+        return engine.marginals(theta[0] - shift[0], theta[1] - shift[1], lengths, None, None)
 
     def energy_gradient(energy: Energy, mu, mask):
         to_unary, to_pairwise = energy.gradient(xp, mu[0], mu[1], mask)
@@ -130,7 +125,7 @@ def bethe_kernels(
             raise ValueError("output='average' is for rda and md: accelerated RDA's iterate is an average")
         theta, mask, energy = setup(emissions, transitions, lengths, start, end, energy)
         zeros = (xp.zeros_like(theta[0]), xp.zeros_like(theta[1]))
-        first = oracle(theta, lengths, None, zeros)
+        first = oracle(theta, lengths, zeros)
         count = 0 * mask[:, 0]  # (B,) iterations run, as floats
         # state: (t, dual (ḡ or s), μ_t, running sum of the iterates or accelerated RDA's ν)
         state = (count, zeros, first, first if solver == "accelerated" else zeros)
@@ -148,7 +143,7 @@ def bethe_kernels(
                 gradient = energy_gradient(energy, mu, mask)
                 dual = tuple(d + (g - d) / expand(t, g) for d, g in zip(dual, gradient, strict=True))
                 weight = t / (t + beta)
-                new = oracle(theta, lengths, None, tuple(expand(weight, d) * d for d in dual))
+                new = oracle(theta, lengths, tuple(expand(weight, d) * d for d in dual))
                 return t, dual, new, tuple(e + n for e, n in zip(extra, new, strict=True))
             if solver == "md":
                 gradient = energy_gradient(energy, mu, mask)
@@ -156,14 +151,14 @@ def bethe_kernels(
                 dual = tuple(
                     (d + expand(eta, g) * g) / expand(1 + eta, g) for d, g in zip(dual, gradient, strict=True)
                 )
-                new = oracle(theta, lengths, None, dual)
+                new = oracle(theta, lengths, dual)
                 return t, dual, new, tuple(e + n for e, n in zip(extra, new, strict=True))
             c = 2 / (t + 1)
             mix = tuple(expand(1 - c, m) * m + expand(c, n) * n for m, n in zip(mu, extra, strict=True))
             gradient = energy_gradient(energy, mix, mask)
             dual = tuple(expand(1 - c, d) * d + expand(c, g) * g for d, g in zip(dual, gradient, strict=True))
-            scale = t * (t + 1) / (4 * smoothness + t * (t + 1))
-            nu = oracle(theta, lengths, scale, tuple(expand(scale, d) * d for d in dual))
+            weight = t * (t + 1) / (4 * smoothness + t * (t + 1))
+            nu = oracle(theta, lengths, tuple(expand(weight, d) * d for d in dual))
             new = tuple(expand(1 - c, m) * m + expand(c, n) * n for m, n in zip(mu, nu, strict=True))
             return t, dual, new, nu
 

@@ -21,8 +21,11 @@ batched) or Python numbers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
 from typing import Any, Protocol
+
+import numpy as np
 
 Array = Any  # an array of the namespace ``xp``
 
@@ -180,3 +183,16 @@ class Total:
             if pairwise_part is not None:
                 to_pairwise = pairwise_part if to_pairwise is None else to_pairwise + pairwise_part
         return to_unary, to_pairwise
+
+
+def with_arrays(energy: Energy, convert: Callable[[np.ndarray], Array]) -> Energy:
+    """``energy`` with each NumPy parameter passed through ``convert`` (e.g. into a backend's
+    arrays), through the terms of a :class:`Total`."""
+    if isinstance(energy, Total):
+        return Total(tuple(with_arrays(term, convert) for term in energy.terms))
+    converted = {
+        field.name: convert(getattr(energy, field.name))
+        for field in fields(energy)
+        if isinstance(getattr(energy, field.name), np.ndarray)
+    }
+    return replace(energy, **converted)

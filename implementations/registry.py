@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from . import contract
+import numpy as np
+
+from . import contract, energies
 
 #: The contract's functions, in the order the documentation lists them.
 FUNCTIONS = ("marginals", "decode", "loss", "partial_loss", "log_partition")
@@ -134,6 +136,8 @@ class Method:
     oracle_name: str = ""  # how the agreement report names that oracle
     #: options the agreement report runs the backends and the oracle with
     agreement_options: Mapping[str, Any] = field(default_factory=dict)
+    #: an energy (NumPy parameters) for T tags that the agreement report adds as the ``energy`` option
+    agreement_energy: Callable[[int], Any] | None = None
     #: elements of the biggest array a call on (B, N, T) scores builds (benchmarks skip what does not fit)
     largest_intermediate: Callable[[int, int, int], int] = arc_elements
     #: bytes of that array above which the method refuses a call (read when called), if it has a limit
@@ -393,8 +397,15 @@ BETHE = Method(
         Option("decay", 1.0, positive, "md's λ: step size η_t = 1/(λ t)"),
         Option("smoothness", 1.0, positive, "accelerated: the energy's smoothness constant L"),
     ),
-    oracle="exact",  # without an energy; tests/implementations/test_bethe.py checks energies
-    oracle_name="brute-force",
+    oracle="bethe",
+    oracle_name="mirror-descent-loop",
+    agreement_options={"iterations": 10},
+    agreement_energy=lambda num_tags: energies.Measurements(
+        unary_weights=np.linspace(-1.0, 1.0, 2 * num_tags).reshape(2, num_tags),
+        offsets=np.array([0.5, -0.5]),
+        weights=np.array([1.0, 0.5]),
+        pairwise_weights=np.cos(np.arange(2 * num_tags**2)).reshape(2, num_tags, num_tags) / num_tags,
+    ),
 )
 
 #: Every method, in the order listings show them.

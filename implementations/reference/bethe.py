@@ -1,5 +1,7 @@
-"""Bethe projections by brute force on one tiny chain: the distribution q over every allowed tag
-sequence that minimises ``−H(q) − ⟨θ, μ(q)⟩ + L(μ(q))``, found by SciPy's L-BFGS over logits.
+"""Bethe projections by brute force on one tiny chain: :func:`solve`, the distribution q over every
+allowed tag sequence that minimises ``−H(q) − ⟨θ, μ(q)⟩ + L(μ(q))``, found by SciPy's L-BFGS over
+logits; and :func:`mirror_descent`, the backends' RDA and MD iterations with every projection a
+softmax over all sequences (the agreement report's oracle: same iterations, same numbers).
 
 Among the distributions with marginals μ the chain distribution has the largest entropy, and that
 entropy is H_B(μ); so this problem over q and the Bethe problem over the marginal polytope have the
@@ -16,17 +18,21 @@ import numpy as np
 from scipy.optimize import minimize
 
 from ..energies import Energy
-from .brute_force import enumerate_scores
-from .common import softmax
+from .brute_force import all_paths, enumerate_scores
+from .common import boundary, dot_safe, entropy, softmax
 
 
 @dataclass(frozen=True)
 class BetheSolution:
-    """μ* of one chain: ``unary (n, T)``, ``pairwise (n-1, T, T)``, and ``value`` = −F(μ*)."""
+    """μ* of one chain: ``unary (n, T)``, ``pairwise (n-1, T, T)``, and ``value`` = −F(μ*); and,
+    from :func:`mirror_descent`, the scores it solved for (start and end folded in, transitions
+    per position)."""
 
     unary: np.ndarray
     pairwise: np.ndarray
     value: float
+    emissions: np.ndarray | None = None
+    transitions: np.ndarray | None = None
 
 
 def _marginals(q: np.ndarray, paths: np.ndarray, num_tags: int) -> tuple[np.ndarray, np.ndarray]:
@@ -88,3 +94,64 @@ def solve(
     q = softmax(result.x)
     unary, pairwise = _marginals(q, paths, num_tags)
     return BetheSolution(unary, pairwise, -float(result.fun))
+
+
+def _projection(emissions: np.ndarray, transitions: np.ndarray, paths: np.ndarray) -> np.ndarray:
+    """The chain distribution over ``paths`` for folded ``emissions (n, T)`` and per-position
+    ``transitions (n-1, T, T)`` (the Bethe projection, by enumeration)."""
+    n = paths.shape[1]
+    scores = sum(emissions[i, paths[:, i]] for i in range(n))
+    scores = scores + sum(transitions[i, paths[:, i], paths[:, i + 1]] for i in range(n - 1))
+    return softmax(scores)
+
+
+def mirror_descent(
+    emissions: np.ndarray,
+    transitions: np.ndarray,
+    energy: Energy,
+    start: np.ndarray | None = None,
+    end: np.ndarray | None = None,
+    *,
+    solver: str = "rda",
+    iterations: int = 40,
+    beta: float = 0.0,
+    decay: float = 1.0,
+    **_: object,
+) -> BetheSolution:
+    """The last iterate of RDA or MD after ``iterations`` on one chain, each projection a softmax
+    over every sequence (no forward–backward), and its value ``⟨θ, μ⟩ + H(q) − L(μ)`` from the
+    distribution q itself (no Bethe entropy formula): the agreement report's oracle."""
+    emissions = np.array(emissions, dtype=np.float64)
+    n, num_tags = emissions.shape
+    emissions[0] += boundary(start, num_tags)
+    emissions[-1] += boundary(end, num_tags)
+    transitions = np.broadcast_to(transitions, (max(n - 1, 0), num_tags, num_tags)).astype(np.float64)
+    paths = all_paths(n, num_tags)
+    mask = np.ones((1, n))
+
+    def project(shift: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, ...]:
+        q = _projection(emissions - shift[0], transitions - shift[1], paths)
+        return (*_marginals(q, paths, num_tags), q)
+
+    def gradient(mu: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        to_unary, to_pairwise = energy.gradient(np, mu[0][None], mu[1][None], mask)
+        return to_unary[0], np.zeros_like(mu[1]) if to_pairwise is None else to_pairwise[0]
+
+    zero = (np.zeros_like(emissions), np.zeros_like(transitions))
+    unary, pairwise, q = project(zero)
+    dual = zero
+    for t in range(1, iterations + 1):
+        if solver == "rda":
+            dual = tuple(d + (g - d) / t for d, g in zip(dual, gradient((unary, pairwise)), strict=True))
+            unary, pairwise, q = project(tuple(t / (t + beta) * d for d in dual))
+        elif solver == "md":
+            eta = 1 / (decay * t)
+            dual = tuple(
+                (d + eta * g) / (1 + eta) for d, g in zip(dual, gradient((unary, pairwise)), strict=True)
+            )
+            unary, pairwise, q = project(dual)
+        else:
+            raise ValueError(f"solver={solver!r}: the loop covers rda and md")
+    value = dot_safe(unary, emissions) + dot_safe(pairwise, transitions) + entropy(q)
+    value -= float(energy.value(np, unary[None], pairwise[None], mask)[0])
+    return BetheSolution(unary, pairwise, value, emissions, transitions)

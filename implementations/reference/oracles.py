@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import registry
+from . import bethe as bethe_loop
 from . import brute_force, ibp
 from . import meanfield as meanfield_loop
 from . import sparsemap as sparsemap_qp
@@ -107,6 +108,27 @@ def sparsemap(sequence: Sequence, tags: np.ndarray, allowed: np.ndarray, **_: An
     return Answer(
         solution.unary, solution.pairwise, solution.value, solution.value + n / 2 - gold, partial, decoded
     )
+
+
+def bethe(
+    sequence: Sequence, tags: np.ndarray, allowed: np.ndarray, *, energy: Any, **options: Any
+) -> Answer | None:
+    """The loop RDA / MD with every projection a softmax over all sequences
+    (``reference.bethe.mirror_descent``, same options); the losses and decoding by enumeration on
+    ``θ̃ = θ − ∇L(μ*)``."""
+    n, num_tags = sequence["emissions"].shape
+    if num_tags**n > BRUTE_FORCE_LIMIT:
+        return None
+    run = bethe_loop.mirror_descent(**sequence, energy=energy, **options)
+    to_unary, to_pairwise = energy.gradient(np, run.unary[None], run.pairwise[None], np.ones((1, n)))
+    tilted = {
+        "emissions": run.emissions - to_unary[0],
+        "transitions": run.transitions if to_pairwise is None else run.transitions - to_pairwise[0],
+    }
+    log_z = brute_force.log_partition(**tilted)
+    partial = log_z - brute_force.log_partition(**tilted, allowed=allowed)
+    loss = log_z - brute_force.path_score(tags, **tilted)
+    return Answer(run.unary, run.pairwise, run.value, loss, partial, brute_force.best(**tilted)[1])
 
 
 def _pattern(scores: np.ndarray | None) -> np.ndarray | None:

@@ -48,7 +48,15 @@ def test_report_on_the_real_implementations(tmp_path):
     written = pd.read_csv(csv)
     assert list(written.columns) == agreement.COLUMNS
     assert len(written) == len(table) > 0 and written.ok.all()
-    assert set(written.method) == {"crf", "crf-scan", "bcrf", "meanfield", "unstructured", "sparsemap"}
+    assert set(written.method) == {
+        "crf",
+        "crf-scan",
+        "bcrf",
+        "meanfield",
+        "unstructured",
+        "sparsemap",
+        "bethe",
+    }
     assert {"brute-force", "ibp-loop", "meanfield-loop", "closed-form", "enumeration-qp"} <= set(
         written.backend_b
     )

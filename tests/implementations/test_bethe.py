@@ -61,6 +61,29 @@ def reference_solution(inst: Instance, b: int, cls: type, parameters: dict[str, 
     return reference.solve(**inst.seq(b), energy=energy_in(None, cls, parameters))
 
 
+# ------------------------------------------------------------------------------ no energy: the CRF
+
+
+@pytest.mark.parametrize("solver", ["rda", "md", "accelerated"])
+def test_without_an_energy_it_is_the_crf(solver: str, backend: Backend) -> None:
+    """Every length 1..5, -inf patterns, padding: the CRF's marginals, log Z, Viterbi path and
+    losses, converged after one iteration (nothing changes but rounding)."""
+    inst = all_lengths_instance(9, num_tags=3, max_len=5, neg_inf=0.2)
+    kw, tags = inst.arrays(backend), inst.gold_array(backend)
+    allowed = backend.array(np.ones((inst.batch, inst.length, inst.num_tags), dtype=bool))
+    bethe, crf = backend.module("bethe"), backend.module("crf")
+    options = {"solver": solver, "iterations": 3, "tolerance": 1e-12}
+    out = bethe.solve(**kw, **options)
+    np.testing.assert_allclose(npy(out.unary), npy(crf.marginals(**kw)[0]), atol=1e-12)
+    np.testing.assert_allclose(npy(out.value), npy(crf.log_partition(**kw)), atol=1e-10)
+    assert int(out.iterations) == 1 and npy(out.converged).all()
+    np.testing.assert_array_equal(npy(bethe.decode(**kw, **options)), npy(crf.decode(**kw)))
+    np.testing.assert_allclose(
+        npy(bethe.loss(**kw, tags=tags, **options)), npy(crf.loss(**kw, tags=tags)), atol=1e-10
+    )
+    np.testing.assert_allclose(npy(bethe.partial_loss(**kw, allowed=allowed, **options)), 0.0, atol=1e-10)
+
+
 # ------------------------------------------------------------------------------------ energies
 
 
@@ -201,6 +224,19 @@ def test_rda_average_closes_its_gap_at_the_ln_t_over_t_rate(backend: Backend) ->
     scaled = {t: t * gaps[t - 1] / np.log(t) for t in (10, 100, 1000)}
     assert gaps[999] < gaps[99] < gaps[9]
     assert scaled[100] <= scaled[10] and scaled[1000] <= scaled[10]
+
+
+def test_the_two_references_agree() -> None:
+    """The agreement report's loop (RDA with enumerated projections) run long reaches the L-BFGS
+    minimiser over distributions: the oracles check each other."""
+    inst = all_lengths_instance(12, num_tags=3, max_len=4, neg_inf=0.2)
+    parameters = measurements(np.random.default_rng(12), 3, True)
+    energy = energy_in(None, energies.Measurements, parameters)
+    for b in range(inst.batch):
+        loop = reference.mirror_descent(**inst.seq(b), energy=energy, solver="md", decay=0.1, iterations=300)
+        best = reference.solve(**inst.seq(b), energy=energy)
+        np.testing.assert_allclose(loop.unary, best.unary, atol=1e-7)
+        assert loop.value == pytest.approx(best.value, abs=1e-10)
 
 
 # -------------------------------------------------------------------- prediction and learning
