@@ -383,7 +383,7 @@ BETHE = Method(
         _iterations(40),
         Option(
             "tolerance",
-            None,
+            1e-6,
             tolerance,
             "stop once no marginal changed by more than this in an iteration (None: run every iteration)",
         ),
@@ -399,7 +399,7 @@ BETHE = Method(
     ),
     oracle="bethe",
     oracle_name="mirror-descent-loop",
-    agreement_options={"iterations": 10},
+    agreement_options={"iterations": 10, "tolerance": None},  # the loop oracle runs them all
     agreement_energy=lambda num_tags: energies.Measurements(
         unary_weights=np.linspace(-1.0, 1.0, 2 * num_tags).reshape(2, num_tags),
         offsets=np.array([0.5, -0.5]),
