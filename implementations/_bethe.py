@@ -36,7 +36,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from .energies import Energy, Total
+from .energies import Energy, Total, ones_where
 from .solver import BetheOutput
 
 Array = Any  # a torch.Tensor or a jax.Array
@@ -54,10 +54,6 @@ def bethe_kernels(
     namespace is ``xp``, exact chain ``engine``, ``scores`` helpers, iteration loop (over tuples of
     arrays), ``xlogy`` and ``without_gradient(function, *arguments)``, which calls ``function``
     with nothing differentiated through it."""
-
-    def ones_where(condition: Array, like: Array) -> Array:
-        ones = xp.ones_like(like)
-        return xp.where(condition, ones, 0 * ones)
 
     def folded(emissions: Array, lengths: Array, start: Array | None, end: Array | None) -> Array:
         """Emissions (B, N, T) with ``start`` added at the first and ``end`` at the last position."""
@@ -88,7 +84,7 @@ def bethe_kernels(
 
     def setup(emissions, transitions, lengths, start, end, energy):
         batch, length, _ = emissions.shape
-        mask = ones_where(scores.position_mask(lengths, length), emissions[..., 0])  # (B, N)
+        mask = ones_where(xp, scores.position_mask(lengths, length), emissions[..., 0])  # (B, N)
         theta = (folded(emissions, lengths, start, end), scores.per_position(transitions, batch, length))
         return theta, mask, Total(()) if energy is None else energy
 

@@ -52,7 +52,7 @@ def smooth_hinge_slope(xp: Any, z: Array) -> Array:
     return xp.where(z <= 0, 0 * z - 1, xp.where(z < 1, z - 1, 0 * z))
 
 
-def _ones_where(xp: Any, condition: Array, like: Array) -> Array:
+def ones_where(xp: Any, condition: Array, like: Array) -> Array:
     """``condition`` as 1.0 / 0.0 in ``like``'s dtype (the namespaces cast booleans differently)."""
     ones = xp.ones_like(like)
     return xp.where(condition, ones, 0 * ones)
@@ -60,7 +60,7 @@ def _ones_where(xp: Any, condition: Array, like: Array) -> Array:
 
 def _nearest(xp: Any, distances: Array) -> Array:
     """(B, K) weights of each row's nearest templates: 1/m on its m tied minimisers, else 0."""
-    nearest = _ones_where(xp, distances == xp.amin(distances, axis=-1)[:, None], distances)
+    nearest = ones_where(xp, distances == xp.amin(distances, axis=-1)[:, None], distances)
     return nearest / xp.sum(nearest, axis=-1)[:, None]
 
 
@@ -158,7 +158,7 @@ class WordTemplates:
 
     def gradient(self, xp: Any, unary: Array, pairwise: Array, mask: Array) -> tuple[Array, None]:
         distances, matched = self._distances(xp, unary, mask)
-        chosen = _nearest(xp, distances) * _ones_where(xp, matched, distances[:, 0])[:, None]
+        chosen = _nearest(xp, distances) * ones_where(xp, matched, distances[:, 0])[:, None]
         nearest = xp.einsum("bk,knt->bnt", chosen, self.one_hot[:, : unary.shape[1]])
         return -2 * _scaled(xp, self.weights, nearest), None
 
