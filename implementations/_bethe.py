@@ -36,6 +36,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from ._exact import exact_kernels
 from .energies import Energy, Total, ones_where
 from .solver import BetheOutput
 
@@ -54,6 +55,8 @@ def bethe_kernels(
     namespace is ``xp``, exact chain ``engine``, ``scores`` helpers, iteration loop (over tuples of
     arrays), ``xlogy`` and ``without_gradient(function, *arguments)``, which calls ``function``
     with nothing differentiated through it."""
+
+    _, crf_decode, _, crf_loss, crf_partial_loss = exact_kernels(engine, scores)
 
     def folded(emissions: Array, lengths: Array, start: Array | None, end: Array | None) -> Array:
         """Emissions (B, N, T) with ``start`` added at the first and ``end`` at the last position."""
@@ -100,26 +103,18 @@ def bethe_kernels(
         """(B,) ``−F(μ) = ⟨θ, μ⟩ + H_B(μ) − L(μ)`` (``log Z`` when L = 0 at the CRF's marginals)."""
         return free_energy_terms(theta, mu, mask) - energy.value(xp, mu[0], mu[1], mask)
 
-    def solve(
-        emissions,
-        transitions,
-        lengths,
-        start,
-        end,
-        energy,
-        solver,
-        iterations,
-        tolerance,
-        output,
-        beta,
-        decay,
-        smoothness,
-    ) -> BetheOutput:
-        """The iterate after ``iterations`` (or until every sentence's change is within ``tolerance``),
-        with the change and the value ``−F`` after each iteration."""
+    def expand(values: Array, like: Array) -> Array:
+        """(B,) ``values`` shaped to broadcast against ``like`` (B, ...)."""
+        return values[(...,) + (None,) * (like.ndim - 1)]
+
+    def run(emissions, transitions, lengths, start, end, options, history):
+        """The solver's loop: ``(theta, mask, energy, μ*, iterations run, records)``, the records
+        (iterations, B) changes, or with ``history`` (iterations, B, 2) changes and values −F (the
+        value costs about one more forward–backward per iteration, so only ``solve`` records it)."""
+        solver, output = options["solver"], options["output"]
         if solver == "accelerated" and output == "average":
             raise ValueError("output='average' is for rda and md: accelerated RDA's iterate is an average")
-        theta, mask, energy = setup(emissions, transitions, lengths, start, end, energy)
+        theta, mask, energy = setup(emissions, transitions, lengths, start, end, options["energy"])
         zeros = (xp.zeros_like(theta[0]), xp.zeros_like(theta[1]))
         first = oracle(theta, lengths, zeros)
         count = 0 * mask[:, 0]  # (B,) iterations run, as floats
@@ -128,88 +123,92 @@ def bethe_kernels(
 
         def averaged(state):
             t, _, last, extra = state
-            if output == "last":
-                return last
-            return tuple(part / t[(...,) + (None,) * (part.ndim - 1)] for part in extra)
+            return last if output == "last" else tuple(part / expand(t, part) for part in extra)
 
         def advance(state):
             t, dual, mu, extra = state
             t = t + 1
+            if solver == "accelerated":
+                c = 2 / (t + 1)
+                mix = tuple(expand(1 - c, m) * m + expand(c, n) * n for m, n in zip(mu, extra, strict=True))
+                gradient = energy_gradient(energy, mix, mask)
+                dual = tuple(
+                    expand(1 - c, d) * d + expand(c, g) * g for d, g in zip(dual, gradient, strict=True)
+                )
+                weight = t * (t + 1) / (4 * options["smoothness"] + t * (t + 1))
+                nu = oracle(theta, lengths, tuple(expand(weight, d) * d for d in dual))
+                new = tuple(expand(1 - c, m) * m + expand(c, n) * n for m, n in zip(mu, nu, strict=True))
+                return t, dual, new, nu
+            gradient = energy_gradient(energy, mu, mask)
             if solver == "rda":
-                gradient = energy_gradient(energy, mu, mask)
                 dual = tuple(d + (g - d) / expand(t, g) for d, g in zip(dual, gradient, strict=True))
-                weight = t / (t + beta)
-                new = oracle(theta, lengths, tuple(expand(weight, d) * d for d in dual))
-                return t, dual, new, tuple(e + n for e, n in zip(extra, new, strict=True))
-            if solver == "md":
-                gradient = energy_gradient(energy, mu, mask)
-                eta = 1 / (decay * t)
+                weight = t / (t + options["beta"])
+                shift = tuple(expand(weight, d) * d for d in dual)
+            else:  # md
+                eta = 1 / (options["decay"] * t)
                 dual = tuple(
                     (d + expand(eta, g) * g) / expand(1 + eta, g) for d, g in zip(dual, gradient, strict=True)
                 )
-                new = oracle(theta, lengths, dual)
-                return t, dual, new, tuple(e + n for e, n in zip(extra, new, strict=True))
-            c = 2 / (t + 1)
-            mix = tuple(expand(1 - c, m) * m + expand(c, n) * n for m, n in zip(mu, extra, strict=True))
-            gradient = energy_gradient(energy, mix, mask)
-            dual = tuple(expand(1 - c, d) * d + expand(c, g) * g for d, g in zip(dual, gradient, strict=True))
-            weight = t * (t + 1) / (4 * smoothness + t * (t + 1))
-            nu = oracle(theta, lengths, tuple(expand(weight, d) * d for d in dual))
-            new = tuple(expand(1 - c, m) * m + expand(c, n) * n for m, n in zip(mu, nu, strict=True))
-            return t, dual, new, nu
+                shift = dual
+            new = oracle(theta, lengths, shift)
+            return t, dual, new, tuple(e + n for e, n in zip(extra, new, strict=True))
 
         def record(new, old):
-            """(B, 2): the largest change of a marginal, and the value −F of the output iterate."""
+            """(B,) the largest change of a marginal; with ``history``, (B, 2) beside the value −F
+            of the output iterate."""
             change = xp.amax(xp.abs(new[2][0] - old[2][0]), axis=(1, 2))
             if theta[1].shape[1]:  # a batch of single positions has no arcs
                 change = xp.maximum(change, xp.amax(xp.abs(new[2][1] - old[2][1]), axis=(1, 2, 3)))
+            if not history:
+                return change
             return xp.stack([change, value(theta, averaged(new), mask, energy)], axis=-1)
 
-        state, run, records = fixed_point.iterate_with_errors(advance, state, iterations, tolerance, record)
-        unary, pairwise = averaged(state)
-        last = records[run - 1]
-        converged = last[:, 0] <= (0.0 if tolerance is None else tolerance)
-        return BetheOutput(unary, pairwise, last[:, 1], run, converged, records[..., 0], records[..., 1])
+        tolerance = options["tolerance"]
+        state, ran, records = fixed_point.iterate_with_errors(
+            advance, state, options["iterations"], tolerance, record
+        )
+        return theta, mask, energy, averaged(state), ran, records
 
-    def expand(values: Array, like: Array) -> Array:
-        """(B,) ``values`` shaped to broadcast against ``like`` (B, ...)."""
-        return values[(...,) + (None,) * (like.ndim - 1)]
+    def solve(emissions, transitions, lengths, start, end, **options) -> BetheOutput:
+        """The iterate after ``iterations`` (or until every sentence's change is within ``tolerance``),
+        with the change and the value ``−F`` after each iteration."""
+        *_, (unary, pairwise), ran, records = run(emissions, transitions, lengths, start, end, options, True)
+        last = records[ran - 1]
+        tolerance = options["tolerance"]
+        converged = last[:, 0] <= (0.0 if tolerance is None else tolerance)
+        return BetheOutput(unary, pairwise, last[:, 1], ran, converged, records[..., 0], records[..., 1])
 
     def marginals(emissions, transitions, lengths, start, end, **options):
         """μ* (B, N, T) and (B, N-1, T, T), zero on padding."""
-        result = solve(emissions, transitions, lengths, start, end, **options)
-        return result.unary, result.pairwise
+        return run(emissions, transitions, lengths, start, end, options, False)[3]
 
     def log_partition(emissions, transitions, lengths, start, end, **options):
         """(B,) ``−F(μ*)``: ``log Z`` when there is no energy."""
-        return solve(emissions, transitions, lengths, start, end, **options).value
+        theta, mask, energy, mu, *_ = run(emissions, transitions, lengths, start, end, options, False)
+        return value(theta, mu, mask, energy)
 
     def tilted(emissions, transitions, lengths, start, end, options):
         """``θ̃ = θ − ∇L(μ*)`` as emissions (B, N, T) and transitions (B, N-1, T, T) with start and
-        end folded in, μ* held fixed (``stop_gradient``)."""
-        result = without_gradient(
-            lambda *scores: solve(*scores, **options), emissions, transitions, lengths, start, end
+        end folded in, μ* held fixed (the solver runs ``without_gradient``)."""
+        mu = without_gradient(
+            lambda *scores: marginals(*scores, **options), emissions, transitions, lengths, start, end
         )
         theta, mask, energy = setup(emissions, transitions, lengths, start, end, options["energy"])
-        shift = energy_gradient(energy, (result.unary, result.pairwise), mask)
+        shift = energy_gradient(energy, mu, mask)
         return theta[0] - shift[0], theta[1] - shift[1]
 
     def decode(emissions, transitions, lengths, start, end, **options):
         """Viterbi on θ̃ (B, N), -1 on padding."""
-        emissions, transitions = tilted(emissions, transitions, lengths, start, end, options)
-        return engine.viterbi(emissions, transitions, lengths, None, None)[1]
+        return crf_decode(*tilted(emissions, transitions, lengths, start, end, options), lengths, None, None)
 
     def loss(emissions, transitions, lengths, tags, start, end, **options):
-        """``−log Q(tags)`` (B,) under the CRF with scores θ̃ (the paper's surrogate, Eq. 11)."""
-        emissions, transitions = tilted(emissions, transitions, lengths, start, end, options)
-        log_z = engine.log_partition(emissions, transitions, lengths, None, None)
-        return log_z - scores.gold_score(emissions, transitions, lengths, tags, None, None)
+        """``−log Q(tags)`` (B,): the CRF's loss with scores θ̃ (the paper's surrogate, Eq. 11)."""
+        tilted_scores = tilted(emissions, transitions, lengths, start, end, options)
+        return crf_loss(*tilted_scores, lengths, tags, None, None)
 
     def partial_loss(emissions, transitions, lengths, allowed, start, end, **options):
-        """``log Z(θ̃) − log Z_allowed(θ̃)`` (B,)."""
-        emissions, transitions = tilted(emissions, transitions, lengths, start, end, options)
-        log_z = engine.log_partition(emissions, transitions, lengths, None, None)
-        restricted = scores.mask_emissions(emissions, allowed)
-        return log_z - engine.log_partition(restricted, transitions, lengths, None, None)
+        """``log Z(θ̃) − log Z_allowed(θ̃)`` (B,): the CRF's partial-label loss with scores θ̃."""
+        tilted_scores = tilted(emissions, transitions, lengths, start, end, options)
+        return crf_partial_loss(*tilted_scores, lengths, allowed, None, None)
 
     return solve, marginals, decode, log_partition, loss, partial_loss

@@ -19,7 +19,7 @@ from scipy.optimize import minimize
 
 from ..energies import Energy
 from .brute_force import all_paths, enumerate_scores
-from .common import boundary, dot_safe, entropy, softmax
+from .common import boundary, dot_safe, entropy, logsumexp, softmax
 
 
 @dataclass(frozen=True)
@@ -46,8 +46,19 @@ def _marginals(q: np.ndarray, paths: np.ndarray, num_tags: int) -> tuple[np.ndar
     return unary, pairwise
 
 
+def energy_gradient(energy: Energy, unary: np.ndarray, pairwise: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``∇L(μ)`` of one chain: (n, T) and (n-1, T, T), zeros where the energy has no arc term."""
+    to_unary, to_pairwise = energy.gradient(np, unary[None], pairwise[None], np.ones((1, len(unary))))
+    return to_unary[0], np.zeros_like(pairwise) if to_pairwise is None else to_pairwise[0]
+
+
+def _energy_value(energy: Energy, unary: np.ndarray, pairwise: np.ndarray) -> float:
+    return float(energy.value(np, unary[None], pairwise[None], np.ones((1, len(unary))))[0])
+
+
 def _on_paths(unary: np.ndarray, pairwise: np.ndarray, paths: np.ndarray) -> np.ndarray:
-    """``⟨g, S(y)⟩`` for each path y, for a gradient g = (unary, pairwise) on the marginals."""
+    """``⟨g, S(y)⟩`` for each path y, for scores or a gradient g = (unary, pairwise) on the
+    marginals."""
     n = paths.shape[1]
     total = sum(unary[i, paths[:, i]] for i in range(n))
     return total + sum(pairwise[i, paths[:, i], paths[:, i + 1]] for i in range(n - 1))
@@ -66,22 +77,14 @@ def solve(
     enumeration = enumerate_scores(emissions, transitions, start, end)
     allowed = np.isfinite(enumeration.scores)
     paths, scores = enumeration.paths[allowed], enumeration.scores[allowed]
-    n, num_tags = np.shape(emissions)
-    mask = np.ones((1, n))
-
-    def energy_terms(q: np.ndarray) -> tuple[float, np.ndarray]:
-        unary, pairwise = _marginals(q, paths, num_tags)
-        value = float(energy.value(np, unary[None], pairwise[None], mask)[0])
-        to_unary, to_pairwise = energy.gradient(np, unary[None], pairwise[None], mask)
-        to_pairwise = np.zeros((1,) + pairwise.shape) if to_pairwise is None else to_pairwise
-        return value, _on_paths(to_unary[0], to_pairwise[0], paths)
+    num_tags = np.shape(emissions)[1]
 
     def objective(logits: np.ndarray) -> tuple[float, np.ndarray]:
-        q = softmax(logits)
-        log_q = logits - np.log(np.sum(np.exp(logits - logits.max()))) - logits.max()
-        energy_value, energy_slope = energy_terms(q)
-        free_energy = float(np.sum(q * (log_q - scores))) + energy_value
-        slope = log_q + 1 - scores + energy_slope  # ∂F/∂q
+        log_q = logits - logsumexp(logits)
+        q = np.exp(log_q)
+        unary, pairwise = _marginals(q, paths, num_tags)
+        free_energy = float(np.sum(q * (log_q - scores))) + _energy_value(energy, unary, pairwise)
+        slope = log_q + 1 - scores + _on_paths(*energy_gradient(energy, unary, pairwise), paths)  # ∂F/∂q
         return free_energy, q * (slope - np.dot(q, slope))
 
     result = minimize(
@@ -94,15 +97,6 @@ def solve(
     q = softmax(result.x)
     unary, pairwise = _marginals(q, paths, num_tags)
     return BetheSolution(unary, pairwise, -float(result.fun))
-
-
-def _projection(emissions: np.ndarray, transitions: np.ndarray, paths: np.ndarray) -> np.ndarray:
-    """The chain distribution over ``paths`` for folded ``emissions (n, T)`` and per-position
-    ``transitions (n-1, T, T)`` (the Bethe projection, by enumeration)."""
-    n = paths.shape[1]
-    scores = sum(emissions[i, paths[:, i]] for i in range(n))
-    scores = scores + sum(transitions[i, paths[:, i], paths[:, i + 1]] for i in range(n - 1))
-    return softmax(scores)
 
 
 def mirror_descent(
@@ -127,31 +121,30 @@ def mirror_descent(
     emissions[-1] += boundary(end, num_tags)
     transitions = np.broadcast_to(transitions, (max(n - 1, 0), num_tags, num_tags)).astype(np.float64)
     paths = all_paths(n, num_tags)
-    mask = np.ones((1, n))
 
     def project(shift: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, ...]:
-        q = _projection(emissions - shift[0], transitions - shift[1], paths)
+        """The chain distribution over every path at ``θ − shift`` and its marginals."""
+        q = softmax(_on_paths(emissions - shift[0], transitions - shift[1], paths))
         return (*_marginals(q, paths, num_tags), q)
-
-    def gradient(mu: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        to_unary, to_pairwise = energy.gradient(np, mu[0][None], mu[1][None], mask)
-        return to_unary[0], np.zeros_like(mu[1]) if to_pairwise is None else to_pairwise[0]
 
     zero = (np.zeros_like(emissions), np.zeros_like(transitions))
     unary, pairwise, q = project(zero)
     dual = zero
     for t in range(1, iterations + 1):
         if solver == "rda":
-            dual = tuple(d + (g - d) / t for d, g in zip(dual, gradient((unary, pairwise)), strict=True))
+            dual = tuple(
+                d + (g - d) / t for d, g in zip(dual, energy_gradient(energy, unary, pairwise), strict=True)
+            )
             unary, pairwise, q = project(tuple(t / (t + beta) * d for d in dual))
         elif solver == "md":
             eta = 1 / (decay * t)
             dual = tuple(
-                (d + eta * g) / (1 + eta) for d, g in zip(dual, gradient((unary, pairwise)), strict=True)
+                (d + eta * g) / (1 + eta)
+                for d, g in zip(dual, energy_gradient(energy, unary, pairwise), strict=True)
             )
             unary, pairwise, q = project(dual)
         else:
             raise ValueError(f"solver={solver!r}: the loop covers rda and md")
     value = dot_safe(unary, emissions) + dot_safe(pairwise, transitions) + entropy(q)
-    value -= float(energy.value(np, unary[None], pairwise[None], mask)[0])
+    value -= _energy_value(energy, unary, pairwise)
     return BetheSolution(unary, pairwise, value, emissions, transitions)

@@ -120,11 +120,8 @@ def bethe(
     if num_tags**n > BRUTE_FORCE_LIMIT:
         return None
     run = bethe_loop.mirror_descent(**sequence, energy=energy, **options)
-    to_unary, to_pairwise = energy.gradient(np, run.unary[None], run.pairwise[None], np.ones((1, n)))
-    tilted = {
-        "emissions": run.emissions - to_unary[0],
-        "transitions": run.transitions if to_pairwise is None else run.transitions - to_pairwise[0],
-    }
+    to_unary, to_pairwise = bethe_loop.energy_gradient(energy, run.unary, run.pairwise)
+    tilted = {"emissions": run.emissions - to_unary, "transitions": run.transitions - to_pairwise}
     log_z = brute_force.log_partition(**tilted)
     partial = log_z - brute_force.log_partition(**tilted, allowed=allowed)
     loss = log_z - brute_force.path_score(tags, **tilted)
