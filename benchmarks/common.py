@@ -100,11 +100,16 @@ VARIANTS = {
 OPERATIONS = ("marginals", "decode", "loss_and_grad")
 
 
+def _method(variant: str) -> registry.Method:
+    """The registry record of an asv variant, or of a method timed outside the variants (bethe)."""
+    return registry.REGISTRY[VARIANTS[variant].method if variant in VARIANTS else variant]
+
+
 def largest_intermediate(variant: str, batch: int, length: int, num_tags: int) -> int:
     """Elements of the biggest array ``variant`` materialises (the registry's
     ``largest_intermediate``: the (B, N-1, T, T) arc scores, or for the parallel scan its first
     level of log-semiring products)."""
-    return registry.REGISTRY[VARIANTS[variant].method].largest_intermediate(batch, length, num_tags)
+    return _method(variant).largest_intermediate(batch, length, num_tags)
 
 
 def skip_unless_fits(variant: str, device: str, batch: int, length: int, num_tags: int) -> None:
@@ -112,7 +117,7 @@ def skip_unless_fits(variant: str, device: str, batch: int, length: int, num_tag
     the profile's per-device cap, or over what the method itself refuses (float32 scores here)."""
     elements = largest_intermediate(variant, batch, length, num_tags)
     cap = GRID.element_cap[device]
-    budget = registry.REGISTRY[VARIANTS[variant].method].memory_budget
+    budget = _method(variant).memory_budget
     if budget is not None:
         cap = min(cap, budget() // 4)
     if elements > cap:

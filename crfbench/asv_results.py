@@ -34,6 +34,7 @@ PARAMETERS = (
     "implementation",
     "threads",
     "solver",
+    "measurements",
 )
 COLUMNS = ("machine", "commit", "date", "benchmark", "name", "unit", "value", *PARAMETERS)
 

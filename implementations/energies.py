@@ -7,9 +7,6 @@ One definition serves every backend: the methods take the array namespace ``xp``
 as arrays of that backend (their dtype is the marginals'). ``mask`` (B, N) is 1.0 at a sentence's
 positions and 0.0 on padding; marginals are zero on padding, and so is every gradient.
 
-(The CGM experiment's Poisson count likelihood comes with that experiment: it is infinite where a
-counted cell has marginal 0, and the solvers need a step size to stay off that boundary.)
-
 The gradients are written out rather than left to automatic differentiation: the solvers call
 them at every iteration in both backends and the NumPy reference, and learning differentiates
 through them with respect to the weights ψ (the energy enters the model as θ − ∇L_ψ(μ)). Where an
@@ -161,6 +158,41 @@ class WordTemplates:
         chosen = _nearest(xp, distances) * ones_where(xp, matched, distances[:, 0])[:, None]
         nearest = xp.einsum("bk,knt->bnt", chosen, self.one_hot[:, : unary.shape[1]])
         return -2 * _scaled(xp, self.weights, nearest), None
+
+
+@dataclass(frozen=True)
+class PoissonCounts:
+    """``L = ψ Σ_i Σ_t [λ μ_i(t) − y_i(t) log(λ μ_i(t))]``: the negative Poisson log-likelihood (less
+    ``log y!``) of counts y observed with means λ μ: a collective graphical model's noisy counts of
+    a population of M individuals (Sheldon et al. 2013), with λ = detection rate × M and ψ = 1/M.
+    ``counts`` y (B, N, T), zero on padding; ``scale`` λ and ``weights`` ψ numbers or 0-d arrays.
+
+    Convex. Its gradient ``ψ (λ − y/μ)`` is unbounded as a counted cell's marginal goes to 0; the
+    solvers' iterates are marginals of finite scores, hence positive, but may underflow, so the
+    gradient and the value read μ at least the square root of the dtype's smallest normal number
+    (1.5e-154 in float64): a large finite gradient, never −inf or NaN.
+    """
+
+    counts: Array
+    scale: Array | float
+    weights: Array | float
+
+    @staticmethod
+    def _floored(xp: Any, unary: Array) -> Array:
+        return xp.maximum(unary, 0 * unary + xp.finfo(unary.dtype).tiny ** 0.5)
+
+    def _logs(self, xp: Any, unary: Array) -> Array:
+        """(B, N, T) ``y log(λ μ)``, 0 where y = 0."""
+        logs = xp.log(self.scale * self._floored(xp, unary))
+        return xp.where(self.counts > 0, self.counts * logs, 0 * unary)
+
+    def value(self, xp: Any, unary: Array, pairwise: Array, mask: Array) -> Array:
+        terms = self.scale * unary * mask[..., None] - self._logs(xp, unary)
+        return _scaled(xp, self.weights, xp.sum(terms, axis=(1, 2)))
+
+    def gradient(self, xp: Any, unary: Array, pairwise: Array, mask: Array) -> tuple[Array, None]:
+        slope = (self.scale - self.counts / self._floored(xp, unary)) * mask[..., None]
+        return _scaled(xp, self.weights, slope), None
 
 
 @dataclass(frozen=True)

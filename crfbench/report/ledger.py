@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import PRIMARY_METRIC
+from .bethe import OBJECTIVE_TOLERANCE, cgm_speedups, relative_gaps
 from .layout import NER, NER_PARTIAL, POS, SEG, TRAIN_ITERATIONS
 
 #: Half-width, in percentage points, of the band around 0 that counts as "no difference".
@@ -57,7 +58,9 @@ support size at the selected epoch is below epoch 1's in every seed, not reprodu
 else inconclusive. A solver claim's cell (the active set against one other solver on the sweep) is
 reproduced when its mean Wolfe gap (ties within {GAP_TIE:g}) and mean support size are no larger at
 every budget of {", ".join(map(str, SOLVER_BUDGETS))} iterations, not reproduced when at none, else
-inconclusive.
+inconclusive. A CGM speed claim's cell (one problem size) is reproduced when the interior point's mean
+seconds over Bethe-RDA's is at least 10 and every trial's two objectives agree to a relative
+{OBJECTIVE_TOLERANCE:g}, inconclusive when an interior-point solve is inaccurate, else not reproduced.
 A claim is reproduced when every cell is, not reproduced when some cell is not and none is, mixed
 when some cells are reproduced and some are not, else inconclusive; it is not testable here when its
 method is not built, when it is a GPU claim and no timing ran on CUDA, or when no cell was run."""
@@ -68,7 +71,7 @@ CLAIMS_FILE = "claims.csv"
 CLAIMS_COLUMNS = ("id", "paper", "claim", "comparison", "paper_evidence", "paper_difference", "kind")
 
 #: Papers whose methods this suite implements; claims of the others are not testable here.
-BUILT_PAPERS = ("bcrf", "sparsemap")
+BUILT_PAPERS = ("bcrf", "sparsemap", "bethe")
 #: How a paper's method is named in a "not built" reason (others: the paper column as it is).
 PAPER_LABELS = {"sparsemap": "SparseMAP", "bethe": "Bethe", "newton": "Newton"}
 
@@ -121,6 +124,17 @@ class SparsityClaim:
 
 
 @dataclass(frozen=True)
+class CgmClaim:
+    """Bethe-RDA against the interior-point solver on the CGM experiment (results/bethe/cgm.csv),
+    per problem size: the speed-up (the interior point's mean seconds / Bethe-RDA's) at equal
+    objective. Reproduced when the speed-up is at least ``factor`` and every trial's objectives
+    agree within ``OBJECTIVE_TOLERANCE``; inconclusive when an interior-point solve is inaccurate;
+    else not reproduced."""
+
+    factor: float = 10.0
+
+
+@dataclass(frozen=True)
 class SolverClaim:
     """SparseMAP's ``reference`` solver against each other one on the sweep (CRF-trained models),
     per (dataset, encoder, other solver) cell: at each iteration budget of ``budgets``, a mean
@@ -136,7 +150,7 @@ SUPERVISED = POS + SEG + NER
 #: compares. A claim that names no dataset covers every supervised dataset; the partial-label data
 #: has its own losses (bcrf-8). bcrf-11 names no training loss: both models that BCRF decodes in
 #: Tables 1a-1c. bcrf-9's "bcrf-10" is the bcrf loss at TRAIN_ITERATIONS, as in Table 2.
-CLAIMS: dict[str, AccuracyClaim | SpeedClaim | SparsityClaim | SolverClaim] = {
+CLAIMS: dict[str, AccuracyClaim | SpeedClaim | SparsityClaim | SolverClaim | CgmClaim] = {
     "bcrf-1": AccuracyClaim(SUPERVISED, (Comparison("bcrf/viterbi", "crf/viterbi", "equal"),)),
     "bcrf-2": AccuracyClaim(SUPERVISED, (Comparison("crf/bcrf-10", "crf/viterbi", "equal"),)),
     "bcrf-3": AccuracyClaim(SUPERVISED, (Comparison("crf/bcrf-10", "crf/meanfield-10", "higher"),)),
@@ -179,6 +193,8 @@ CLAIMS: dict[str, AccuracyClaim | SpeedClaim | SparsityClaim | SolverClaim] = {
     # Fig. 2 (random-potential trees): objective and sparsity against iterations; ours on the
     # sweep's CRF-trained chains, from 10 iterations (below that every solver is still adding).
     "sparsemap-3": SolverClaim(SOLVER_BUDGETS),
+    # Table 5: "an order of magnitude faster" on the same convex problem.
+    "bethe-3": CgmClaim(),
     "bcrf-11": AccuracyClaim(
         SUPERVISED,
         (
@@ -477,6 +493,38 @@ def solver_cells(sweep: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(CELL_COLUMNS))
 
 
+def cgm_cells(cgm: pd.DataFrame) -> pd.DataFrame:
+    """One row (:data:`CELL_COLUMNS`) per (CGM claim, problem size): the speed-up and the verdict."""
+    rows = []
+    gaps = relative_gaps(cgm)
+    for claim, spec in CLAIMS.items():
+        if not isinstance(spec, CgmClaim):
+            continue
+        for size in cgm_speedups(cgm).itertuples(index=False):
+            trials = cgm[cgm["dataset"] == size.dataset]
+            if size.ip_converged < size.trials:
+                found = INCONCLUSIVE
+            elif gaps[trials.index].max() <= OBJECTIVE_TOLERANCE and size.speedup >= spec.factor:
+                found = REPRODUCED
+            else:
+                found = NOT_REPRODUCED
+            rows.append(
+                {
+                    "claim": claim,
+                    "dataset": size.dataset,
+                    "encoder": "",
+                    "a": "interior-point",
+                    "b": "bethe-rda",
+                    "metric": "speed-up (mean seconds)",
+                    "expect": "higher",
+                    "n_seeds": size.trials,
+                    "difference": size.speedup,
+                    "verdict": found,
+                }
+            )
+    return pd.DataFrame(rows, columns=list(CELL_COLUMNS))
+
+
 def speedups(timing: pd.DataFrame, spec: SpeedClaim) -> pd.DataFrame:
     """dataset, encoder and speed-up (baseline / compared median seconds, over rounds and the cell's
     timing runs) for each (dataset, encoder) that timed both names of one of ``spec.pairs``."""
@@ -504,6 +552,8 @@ def _cells_range(cells: pd.DataFrame) -> str:
     ranges = {
         metric: _range(group["difference"], "{:+.1e}")
         if metric.startswith("Wolfe gap")  # gaps span orders of magnitude
+        else _range(group["difference"], "x{:.0f}")
+        if metric.startswith("speed-up")
         else _range(group["difference"].round(1) + 0.0, "{:+.1f}")  # no "-0.0"
         for metric, group in cells.groupby("metric", sort=False)
     }
@@ -531,8 +581,10 @@ def _speed_status(spec: SpeedClaim, gpu: bool, timing: pd.DataFrame) -> dict[str
     return _status(_range(ratios, "x{:.2f}"), len(ratios), overall_verdict(verdicts))
 
 
-def _no_cell_reason(spec: AccuracyClaim | SparsityClaim | SolverClaim) -> str:
+def _no_cell_reason(spec: AccuracyClaim | SparsityClaim | SolverClaim | CgmClaim) -> str:
     """Why a claim has no cell in this profile: what it needs that was not run."""
+    if isinstance(spec, CgmClaim):
+        return "the CGM experiment (crfbench bethe cgm) did not run in this profile"
     if isinstance(spec, SparsityClaim):
         return f"no run in this profile trained {' or '.join(spec.losses)} (curves.csv dev_support)"
     if isinstance(spec, SolverClaim):
@@ -569,6 +621,7 @@ def claim_ledger(
     *,
     curves: pd.DataFrame | None = None,
     sweep: pd.DataFrame | None = None,
+    cgm: pd.DataFrame | None = None,
     margin: float = MARGIN,
     resamples: int = RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
@@ -579,7 +632,8 @@ def claim_ledger(
     ``claims``: claims.csv (id, paper, claim, comparison, paper_evidence, paper_difference, kind);
     ``sentences``: see :func:`accuracy_cells`; ``timing``: results/timing.csv (dataset, encoder_name,
     kind, name, iterations, round, seconds, device); ``tasks``: dataset -> "pos", "seg" or "ner";
-    ``curves`` and ``sweep``: results/curves.csv and sweep.csv, for the sparsity and solver claims.
+    ``curves`` and ``sweep``: results/curves.csv and sweep.csv, for the sparsity and solver claims;
+    ``cgm``: results/bethe/cgm.csv, for the CGM speed claim.
     """
     order = {claim_id: position for position, claim_id in enumerate(claims["id"])}
     parts = [accuracy_cells(sentences, tasks, margin=margin, resamples=resamples, seed=seed)]
@@ -587,6 +641,8 @@ def claim_ledger(
         parts.append(sparsity_cells(curves))
     if sweep is not None:
         parts.append(solver_cells(sweep))
+    if cgm is not None:
+        parts.append(cgm_cells(cgm))
     cells = pd.concat([part for part in parts if not part.empty] or parts[:1], ignore_index=True)
     cells = cells[cells["claim"].isin(order)]
     cells = cells.sort_values("claim", key=lambda ids: ids.map(order), kind="stable", ignore_index=True)

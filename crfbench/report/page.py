@@ -11,6 +11,7 @@ import pandas as pd
 
 from implementations import registry
 
+from .bethe import BETHE_INTRO
 from .figures import Drawn
 from .inputs import AGREEMENT_TABLE
 from .ledger import VERDICT_RULE
@@ -81,6 +82,7 @@ class Report:
     tables: tuple[Table, ...]
     figures: tuple[Drawn, ...]
     summaries: tuple[tuple[str, str, pd.DataFrame], ...]  # asv scaling summaries: (file stem, title, table)
+    bethe: tuple[tuple[str, str, pd.DataFrame], ...]  # the Bethe paper's tables: (file stem, title, table)
     notes: Mapping[str, Sequence[str]]
     missing: tuple[str, ...]
     sources: pd.DataFrame
@@ -135,6 +137,7 @@ def index_html(report: Report) -> str:
             for t in report.tables
         ]
         + [
+            '<li><a href="#bethe">Bethe projections</a></li>',
             '<li><a href="#scaling">Scaling (asv suite)</a></li>',
             '<li><a href="#agreement">Agreement between implementations</a></li>',
             '<li><a href="#figures">Figures</a></li>',
@@ -153,6 +156,11 @@ def index_html(report: Report) -> str:
         f"<h3>{html.escape(title)}</h3>{_html_frame(frame)}"
         f'<p class="files">{_links(Path("tables") / stem, ("md", "csv"), html=True)}</p>'
         for stem, title, frame in report.summaries
+    ]
+    bethe = [
+        f"<h3>{html.escape(title)}</h3>{_html_frame(frame)}"
+        f'<p class="files">{_links(Path("tables") / stem, ("md", "csv"), html=True)}</p>'
+        for stem, title, frame in report.bethe
     ]
     figures = [
         f'<figure><img src="{html.escape(drawn.path.as_posix())}" alt="{html.escape(drawn.caption)}">'
@@ -189,6 +197,10 @@ def index_html(report: Report) -> str:
         "<h2>What is missing or left out</h2>",
         _html_list(report.missing, "Nothing: every table cell has a result of ours."),
         *tables,
+        '<section id="bethe"><h2>Bethe projections</h2>',
+        f"<p>{html.escape(BETHE_INTRO)}</p>",
+        *(bethe or ["<p>No experiment of the Bethe paper ran.</p>"]),
+        "</section>",
         '<section id="scaling"><h2>Scaling (asv suite)</h2>',
         f"<p>{html.escape(SCALING_INTRO)}</p>",
         *(summaries or ["<p>No asv scaling results.</p>"]),
@@ -264,7 +276,19 @@ def readme(report: Report) -> str:
     for table in report.tables:
         links = _links(Path("tables") / table.spec.stem, FORMATS)
         lines.append(f"- Table {table.spec.id}: {table.spec.title} — {links}")
-    lines += ["", "## Scaling (asv suite)", "", SCALING_INTRO, ""]
+    lines += ["", "## Bethe projections", "", BETHE_INTRO, ""]
+    for stem, title, frame in report.bethe:
+        lines += [
+            f"### {title}",
+            "",
+            *_markdown_frame(frame),
+            "",
+            _links(Path("tables") / stem, ("md", "csv")),
+            "",
+        ]
+    if not report.bethe:
+        lines += ["No experiment of the Bethe paper ran.", ""]
+    lines += ["## Scaling (asv suite)", "", SCALING_INTRO, ""]
     for stem, title, frame in report.summaries:
         lines += [
             f"### {title}",

@@ -18,6 +18,7 @@ from ..schema import (
     SWEEP_NUMBERS,
 )
 from . import provenance
+from .bethe import bethe_sections, read_cgm
 from .figures import iteration_figures, speedup_figure
 from .inputs import (
     AGREEMENT_TABLE,
@@ -112,6 +113,9 @@ def render_report(
     scaling = read_scaling(results_dir / SCALING_FILE)  # every input is read before anything is written
     if not (results_dir / SCALING_FILE).exists():
         absent.append(f"{SCALING_FILE} is absent from the results folder: no asv scaling figures.")
+    bethe = bethe_sections(results_dir, paper_csv)
+    if not bethe:
+        absent.append("results/bethe/ holds no experiment of the Bethe paper: no Bethe tables.")
     metrics, timing = files[METRICS_TABLE], files[TIMING_TABLE]
     stats = {
         "score": score_stats(metrics),
@@ -122,7 +126,9 @@ def render_report(
     flagged = flagged_runs(curves)
     keys = zip(stats["score"]["dataset"], stats["score"]["encoder"], stats["score"]["train"], strict=True)
     stats["score"] = stats["score"].assign(flagged=[key in flagged for key in keys])
-    ledger = claim_ledger(claims, sentences, timing, TASKS, curves=curves, sweep=sweep)
+    ledger = claim_ledger(
+        claims, sentences, timing, TASKS, curves=curves, sweep=sweep, cgm=read_cgm(results_dir)
+    )
     tables = [build_table(spec, stats[spec.kind], paper) for spec in TABLES]
     shown = [table for table in tables if table.has_columns]
 
@@ -157,6 +163,7 @@ def render_report(
     }
     summaries = summary_tables(scaling)
     frames = training | {stem: frame for stem, (_, frame) in summaries.items()}
+    frames |= {stem: frame for stem, _, frame in bethe}
     for stem, frame in frames.items():
         written += _write_frame(out_dir / "tables" / stem, frame)
 
@@ -166,6 +173,7 @@ def render_report(
         tables=tuple(shown),
         figures=tuple(replace(drawn, path=drawn.path.relative_to(out_dir)) for drawn in figures),
         summaries=tuple((stem, title, frame) for stem, (title, frame) in summaries.items()),
+        bethe=tuple(bethe),
         notes=notes,
         missing=tuple(
             absent + [line for table in tables for line in missing(table)] + provenance.warnings(files)

@@ -231,7 +231,8 @@ def scaling_figures(frame: pd.DataFrame, out_dir: Path) -> list[Drawn]:
     """Time-against-N figures for every timed operation and speed-up heatmaps for marginals and the
     training step, per machine, device and batch size; and SparseMAP's solvers over N and T."""
     written = []
-    solves = frame[frame["solver"].notna() & frame["N"].notna()].astype({"N": int, "T": int, "B": int})
+    sparsemap = frame["benchmark"].str.contains("SparseMAPSolvers", regex=False)
+    solves = frame[sparsemap & frame["N"].notna()].astype({"N": int, "T": int, "B": int})
     for (machine, batch), rows in solves.groupby(["machine", "B"]):  # SparseMAPSolvers runs on CPU
         where = f"{machine}, cpu, B={batch}"
         written += solver_figure(

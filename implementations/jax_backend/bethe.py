@@ -21,6 +21,7 @@ for _energy in (
     energies.Measurements,
     energies.UnigramTemplates,
     energies.WordTemplates,
+    energies.PoissonCounts,
     energies.Total,
 ):
     jax.tree_util.register_dataclass(

@@ -77,8 +77,8 @@ def canonical(value: object) -> object:
 
 def comparable_results(workdir: Path) -> dict[str, object]:
     """Every result file, less what measures wall-clock time (timing tables, the per-epoch
-    ``seconds`` that ``train.json``, ``checkpoint.pt`` and ``curves.csv`` record, the sweep's
-    ``seconds`` rows) and the logs;
+    ``seconds`` that ``train.json``, ``checkpoint.pt``, ``curves.csv`` and the Bethe experiments'
+    tables record, the sweep's ``seconds`` rows) and the logs;
     reports/ is drawn from these and the timings. Files compare byte for byte, checkpoints by
     their content."""
     results: dict[str, object] = {}
@@ -89,7 +89,7 @@ def comparable_results(workdir: Path) -> dict[str, object]:
         if path.name == "train.json":
             summary = json.loads(path.read_bytes())
             results[str(relative)] = summary | {"history": without_seconds(summary["history"])}
-        elif path.name == "curves.csv":
+        elif path.name == "curves.csv" or relative.parts[0] == "bethe":
             results[str(relative)] = pd.read_csv(path).drop(columns="seconds").to_csv(index=False)
         elif path.name == "sweep.csv":
             sweep = pd.read_csv(path)

@@ -64,6 +64,7 @@ rule report:
         timing=f"{RESULTS}/timing.csv",
         agreement=f"{RESULTS}/agreement/agreement.csv",
         scaling=lambda w: [rules.scaling_table.output[0]] if asv_result_files() else [],
+        bethe=bethe_tables(),
     output:
         f"{REPORTS}/index.html",
         f"{REPORTS}/README.md",

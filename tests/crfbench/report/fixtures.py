@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
@@ -124,12 +125,15 @@ def markdown_cell(path: Path, row: str, column: str) -> str:
     raise KeyError(row)
 
 
-def render_with_claims(root: Path, results: Path, claims: str) -> Path:
-    """Render the report of ``results`` beside the fixture paper CSV and ``claims`` (claims.csv
-    text) into ``root/out``; the output folder."""
+def render_with_claims(root: Path, results: Path, claims: str, paper_files: Mapping[str, str] = {}) -> Path:
+    """Render the report of ``results`` beside the fixture paper CSV, ``claims`` (claims.csv text)
+    and ``paper_files`` (file name -> text, e.g. another paper's values) into ``root/out``; the
+    output folder."""
     (root / "paper").mkdir()
     paper = write_paper(root / "paper" / "bcrf_tables.csv")
     (root / "paper" / "claims.csv").write_text(claims)
+    for name, text in paper_files.items():
+        (root / "paper" / name).write_text(text)
     out = root / "out"
     render_report(results, paper, out)
     return out

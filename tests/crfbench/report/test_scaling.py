@@ -110,6 +110,9 @@ def _suite_frame() -> pd.DataFrame:
     rows.append(_row("time_loss_and_grad", 0.01, implementation="crf"))
     for (name, _, _), solver, n, t in itertools.product(SOLVER_ROWS, SPARSEMAP_SOLVERS, (16, 64), (8, 32)):
         rows.append(_row(name, n * t * 1e-5, device=None, solver=solver, N=n, T=t, B=8))
+        rows[-1]["benchmark"] = f"bench_sparsemap.SparseMAPSolvers.{name}"
+    # another solver benchmark (Bethe's) is not SparseMAP's figure
+    rows.append(_row("time_solve", 1.0, device=None, solver="rda", measurements=4, N=16, T=8, B=4))
     return _frame(rows)
 
 
