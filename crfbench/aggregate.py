@@ -1,6 +1,7 @@
 """Gather the per-run outputs into the results tables: evaluation.csv -> metrics.csv, timing.csv
--> timing.csv, sentences.csv -> sentences.csv.gz, sweep.csv -> sweep.csv, and the dev curves of
-train.json -> curves.csv."""
+-> timing.csv, sentences.csv -> sentences.csv.gz, sweep.csv -> sweep.csv, the dev curves of
+train.json -> curves.csv, and the Bethe experiments' per-fold or per-seed tables -> bethe/*.csv
+(their per-word and per-citation rows are sentences)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ from .schema import OPTIONAL_NUMBERS, SENTENCE_COLUMNS, SENTENCE_NUMBERS, SWEEP_
 
 def _kinds() -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
     """Each per-run CSV kind: the columns the results tables need, and which must be numbers."""
+    from .bethe import citation
+    from .bethe.ocr import COLUMNS as OCR_COLUMNS
+    from .bethe.ocr import NUMBERS as OCR_NUMBERS
     from .report.inputs import METRICS_COLUMNS, NUMERIC_COLUMNS, TIMING_COLUMNS
 
     numeric = lambda columns: tuple(name for name in columns if name in NUMERIC_COLUMNS)  # noqa: E731
@@ -24,6 +28,16 @@ def _kinds() -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
         "timing.csv": (TIMING_COLUMNS, numeric(TIMING_COLUMNS)),
         "sentences.csv": (SENTENCE_COLUMNS, SENTENCE_NUMBERS),
         "sweep.csv": (SWEEP_COLUMNS, SWEEP_NUMBERS),
+        "bethe OCR table.csv": (OCR_COLUMNS, OCR_NUMBERS),
+        "bethe citation scores.csv": (
+            citation.SCORE_COLUMNS,
+            ("seed", "segment_f1", "dev_f1", "best_epoch", "epochs_run"),
+        ),
+        "bethe citation iteration_cap.csv": (citation.CAP_COLUMNS, citation.CAP_COLUMNS),
+        "bethe citation iterations.csv": (
+            citation.ITERATION_COLUMNS,
+            ("seed", "tolerance", "citation", "iterations"),
+        ),
     }
 
 
@@ -68,10 +82,10 @@ def aggregate(files: Sequence[Path], out_file: Path) -> pd.DataFrame:
     """Concatenate per-run outputs of one kind into ``out_file`` (gzip when it ends in .gz);
     errors name the odd file.
 
-    Every input must be a whole evaluation.csv, timing.csv, sentences.csv or sweep.csv, or a finished run's
-    train.json (its dev curve), all of the same kind: a truncated, empty or damaged file, one
-    without the columns the results need, or a non-number where a number is due is refused
-    before anything is written.
+    Every input must be a whole evaluation.csv, timing.csv, sentences.csv or sweep.csv, a Bethe
+    experiment's table, or a finished run's train.json (its dev curve), all of the same kind: a
+    truncated, empty or damaged file, one without the columns the results need, or a non-number
+    where a number is due is refused before anything is written.
     """
     if not files:
         raise ValueError("aggregate: no input files")

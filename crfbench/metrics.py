@@ -70,27 +70,29 @@ def _spans(task: Task, tags: Sequence[str]) -> Counter:
     return Counter()
 
 
+def tag_counts(task: Task, gold_tags: Sequence[str], predicted_tags: Sequence[str]) -> dict[str, int]:
+    """The :data:`SENTENCE_COUNTS` of one sentence's predicted tag names but ``invalid`` (which
+    needs a tag set)."""
+    gold_units, predicted_units = _spans(task, gold_tags), _spans(task, predicted_tags)
+    return {
+        "tokens": len(gold_tags),
+        "correct": sum(g == p for g, p in zip(gold_tags, predicted_tags, strict=True)),
+        "gold_spans": sum(gold_units.values()),
+        "predicted_spans": sum(predicted_units.values()),
+        "matched_spans": sum((gold_units & predicted_units).values()),
+    }
+
+
 def sentence_counts(
     task: Task, tagset: TagSet, gold: Sequence[Sequence[str]], predicted_ids: Sequence[Sequence[int]]
 ) -> list[dict[str, int]]:
     """One dict of :data:`SENTENCE_COUNTS` per sentence; summed, they give :func:`score`'s metrics."""
     if len(gold) != len(predicted_ids):
         raise ValueError(f"sentence_counts: {len(gold)} gold sequences but {len(predicted_ids)} predictions")
-    rows = []
-    for gold_tags, ids in zip(gold, predicted_ids, strict=True):
-        predicted_tags = tagset.decode(ids)
-        gold_units, predicted_units = _spans(task, gold_tags), _spans(task, predicted_tags)
-        rows.append(
-            {
-                "tokens": len(gold_tags),
-                "correct": sum(g == p for g, p in zip(gold_tags, predicted_tags, strict=True)),
-                "gold_spans": sum(gold_units.values()),
-                "predicted_spans": sum(predicted_units.values()),
-                "matched_spans": sum((gold_units & predicted_units).values()),
-                "invalid": int(not tagset.is_valid(ids)),
-            }
-        )
-    return rows
+    return [
+        tag_counts(task, gold_tags, tagset.decode(ids)) | {"invalid": int(not tagset.is_valid(ids))}
+        for gold_tags, ids in zip(gold, predicted_ids, strict=True)
+    ]
 
 
 def violation_rate(predicted_ids: Sequence[Sequence[int]], tagset: TagSet) -> float:

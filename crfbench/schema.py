@@ -50,5 +50,6 @@ SWEEP_COLUMNS = RUN_KEY + (
     "value",
 )
 SWEEP_NUMBERS = ("seed", "sentences", "iterations", "temperature", "penalty", "value")
-#: Number columns that may be empty: a metric without a value, options a method does not have.
-OPTIONAL_NUMBERS = ("value", "iterations", "temperature", "penalty")
+#: Number columns that may be empty: a metric without a value, options a method does not have (the
+#: Bethe OCR table's solver iterations and ψ, for its models without an energy).
+OPTIONAL_NUMBERS = ("value", "iterations", "temperature", "penalty", "solver_iterations", "psi")

@@ -9,13 +9,26 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..bethe import citation, ocr
 from ..bethe.cgm import COLUMNS as CGM_COLUMNS
 from ..io import read_csv
+from ..schema import SENTENCE_COLUMNS
+from .figures import Drawn, save_png, subplots
 
 #: The paper's numbers, beside the BCRF paper's CSV.
 PAPER_FILE = "bethe_tables.csv"
-#: The CGM experiment's table in the results folder.
+#: The experiments' tables in the results folder.
 CGM_TABLE = Path("bethe") / "cgm.csv"
+OCR_TABLE = Path("bethe") / "ocr.csv"
+CITATION_TABLE = Path("bethe") / "citation.csv"
+CITATION_CAPS = Path("bethe") / "citation-caps.csv"
+CITATION_ITERATIONS = Path("bethe") / "citation-iterations.csv"
+#: Per-sentence counts of the experiments (``crfbench.schema.SENTENCE_COLUMNS``), for the ledger.
+SENTENCE_TABLES = (Path("bethe") / "ocr-words.csv.gz", Path("bethe") / "citation-sentences.csv.gz")
+#: The task whose metric the ledger reads on each of the experiments' datasets.
+TASKS = {ocr.DATASET: "pos", citation.DATASET: "ner"}
+#: The iteration cap of App. B's histogram.
+HISTOGRAM_CAP = 40
 #: How the pages introduce the section.
 BETHE_INTRO = (
     "Bethe projections for non-local inference (Vilnis et al. 2015): our runs of the paper's "
@@ -25,16 +38,28 @@ BETHE_INTRO = (
 OBJECTIVE_TOLERANCE = 1e-6
 
 
-def read_cgm(results_dir: Path) -> pd.DataFrame | None:
-    """``results_dir/bethe/cgm.csv`` checked for its columns, or None when the experiment did not run."""
-    path = Path(results_dir) / CGM_TABLE
+def _read(results_dir: Path, relative: Path, columns: tuple[str, ...]) -> pd.DataFrame | None:
+    """``results_dir / relative`` checked for ``columns``, or None when the experiment did not run."""
+    path = Path(results_dir) / relative
     if not path.exists():
         return None
     table = read_csv(path)
-    absent = [name for name in CGM_COLUMNS if name not in table.columns]
+    absent = [name for name in columns if name not in table.columns]
     if absent:
         raise ValueError(f"{path}: missing column(s) {', '.join(absent)}")
     return table
+
+
+def read_cgm(results_dir: Path) -> pd.DataFrame | None:
+    """``results/bethe/cgm.csv``, or None when the CGM experiment did not run."""
+    return _read(results_dir, CGM_TABLE, CGM_COLUMNS)
+
+
+def read_sentences(results_dir: Path) -> pd.DataFrame:
+    """The experiments' per-sentence counts that exist, in one table (empty if none)."""
+    tables = [_read(results_dir, relative, SENTENCE_COLUMNS) for relative in SENTENCE_TABLES]
+    present = [table for table in tables if table is not None]
+    return pd.concat(present, ignore_index=True) if present else pd.DataFrame(columns=list(SENTENCE_COLUMNS))
 
 
 def read_paper(paper_csv: Path) -> pd.DataFrame:
@@ -80,8 +105,9 @@ def cgm_speedups(cgm: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _mean_sd(mean: float, sd: float) -> str:
-    return f"{mean:.3g}" if np.isnan(sd) else f"{mean:.3g} ± {sd:.2g}"
+def _mean_sd(mean: float, sd: float, style: str = "{:.3g}") -> str:
+    """ "mean ± sd" (sd to 2 significant digits), or the mean alone without a spread."""
+    return style.format(mean) if np.isnan(sd) else f"{style.format(mean)} ± {sd:.2g}"
 
 
 def cgm_table(cgm: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
@@ -110,6 +136,119 @@ def cgm_table(cgm: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def ocr_table(table: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
+    """Table 4 as shown: per model, character accuracy (mean ± sd over test folds) beside the
+    paper's, and how the runs went (folds whose dev curve flattened, solver iterations, ψ)."""
+    values = paper[paper["table"] == "4"].set_index("model")["value"]
+    rows = []
+    for model in [name for name in ocr.MODELS if name in set(table["model"])]:
+        runs = table[table["model"] == model]
+        mean = runs["char_accuracy"].mean()
+        sd = runs["char_accuracy"].std(ddof=1) if len(runs) > 1 else np.nan
+        theirs = values.get(model, np.nan)
+        rows.append(
+            {
+                "model": model,
+                "folds": len(runs),
+                "char. accuracy %": _mean_sd(mean, sd, "{:.2f}"),
+                "paper %": "" if np.isnan(theirs) else f"{theirs:.2f}",
+                "ours − paper": "" if np.isnan(theirs) else f"{mean - theirs:+.2f}",
+                "dev curve flat": f"{int(runs['flattened'].sum())} / {len(runs)}",
+                "solver iterations": ""
+                if runs["solver_iterations"].isna().all()
+                else f"{runs['solver_iterations'].mean():.1f}",
+                "mean ψ": "" if runs["psi"].isna().all() else f"{runs['psi'].mean():.2f}",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def citation_table(scores: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
+    """Table 1 as shown: segment F1 per model (mean ± sd over seeds) beside the paper's, and the
+    paper's rows we did not run (Anzaroot et al. 2014's, as the paper reports them)."""
+    values = paper[paper["table"] == "1"].set_index("model")["value"]
+    rows = []
+    for model in dict.fromkeys([*scores["model"], *values.index]):
+        runs = scores[scores["model"] == model]["segment_f1"]
+        theirs = values.get(model, np.nan)
+        sd = runs.std(ddof=1) if len(runs) > 1 else np.nan
+        rows.append(
+            {
+                "model": model,
+                "seeds": len(runs),
+                "segment F1 %": _mean_sd(runs.mean(), sd, "{:.2f}") if len(runs) else "",
+                "paper %": "" if np.isnan(theirs) else f"{theirs:.2f}",
+                "ours − paper": "" if runs.empty or np.isnan(theirs) else f"{runs.mean() - theirs:+.2f}",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def convergence_table(iterations: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
+    """App. B as shown: per convergence tolerance, the share of test citations converged within
+    :data:`HISTOGRAM_CAP` iterations and the mean iterations (over citations and seeds), beside
+    the paper's (whose tolerance is not stated)."""
+    values = paper[paper["table"] == "text"].set_index("metric")["value"]
+    share = values.get("share_converged_within_40_iterations", np.nan)
+    rows = []
+    for tolerance, runs in iterations.groupby("tolerance"):
+        within = runs["converged"].astype(bool) & (runs["iterations"] <= HISTOGRAM_CAP)
+        rows.append(
+            {
+                "tolerance": f"{tolerance:g}",
+                "citations × seeds": len(runs),
+                f"converged within {HISTOGRAM_CAP} %": f"{100 * within.mean():.1f}",
+                "mean iterations": f"{runs['iterations'].mean():.1f}",
+                "median": f"{runs['iterations'].median():g}",
+                "max": int(runs["iterations"].max()),
+                f"paper: within {HISTOGRAM_CAP} %": f"{share:g}",
+                "paper: mean": f"{values.get('mean_iterations', np.nan):g}",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def citation_figure(
+    scores: pd.DataFrame, caps: pd.DataFrame, iterations: pd.DataFrame, path: Path
+) -> list[Drawn]:
+    """The paper's Fig. 1 (test F1 against a cap on the solver's iterations, mean ± sd over seeds,
+    the chain CRF's F1 beside it) and App. B's histogram of iterations to convergence."""
+    figure, axes = subplots(1, 2, (10, 3.6))
+    left, right = axes[0]
+    by_cap = caps.groupby("cap")["segment_f1"]
+    left.errorbar(by_cap.mean().index, by_cap.mean(), yerr=by_cap.std(ddof=1).fillna(0), marker="o",
+                  label="non-local energies", capsize=3)  # fmt: skip
+    baseline = scores.loc[scores["model"] == citation.BASELINE, "segment_f1"].mean()
+    left.axhline(baseline, color="C1", linestyle="--", label="chain CRF (Viterbi)")
+    left.set_xscale("log", base=2)
+    left.set_xlabel("cap on Bethe-RDA iterations")
+    left.set_ylabel("test segment F1 %")
+    left.legend(fontsize="small")
+    bins = np.arange(1, HISTOGRAM_CAP + 2) - 0.5
+    for k, (tolerance, runs) in enumerate(iterations.groupby("tolerance")):
+        right.hist(runs["iterations"], bins=bins, alpha=0.6, color=f"C{k}", label=f"tolerance {tolerance:g}")
+    right.set_xlabel("iterations to convergence (largest change of a marginal ≤ tolerance)")
+    right.set_ylabel("test citations (all seeds)")
+    right.legend(fontsize="small")
+    seeds = scores["seed"].nunique()
+    caption = (
+        f"Citation field extraction, {seeds} seed(s): left, the paper's Fig. 1, test segment F1 of the "
+        "non-local model against a cap on the solver's iterations (mean ± sd over seeds), the chain CRF "
+        f"dashed; right, App. B's histogram of iterations to convergence (capped at {HISTOGRAM_CAP})."
+    )
+    return [save_png(figure, path, caption)]
+
+
+def bethe_figures(results_dir: Path, out_dir: Path) -> list[Drawn]:
+    """The Bethe paper's figures that have results."""
+    scores = _read(results_dir, CITATION_TABLE, citation.SCORE_COLUMNS)
+    caps = _read(results_dir, CITATION_CAPS, citation.CAP_COLUMNS)
+    iterations = _read(results_dir, CITATION_ITERATIONS, citation.ITERATION_COLUMNS)
+    if scores is None or caps is None or iterations is None:
+        return []
+    return citation_figure(scores, caps, iterations, out_dir / "bethe-citation.png")
+
+
 def bethe_sections(results_dir: Path, paper_csv: Path) -> list[tuple[str, str, pd.DataFrame]]:
     """The Bethe paper's tables that have results, as (file stem, title, table)."""
     paper = read_paper(paper_csv)
@@ -122,6 +261,34 @@ def bethe_sections(results_dir: Path, paper_csv: Path) -> list[tuple[str, str, p
                 "Table 5: collective graphical models, Bethe-RDA against interior point "
                 "(seconds, one thread; the paper's: its own machine and solvers)",
                 cgm_table(cgm, paper),
+            )
+        )
+    scores = _read(results_dir, CITATION_TABLE, citation.SCORE_COLUMNS)
+    if scores is not None and not scores.empty:
+        sections.append(
+            (
+                "bethe-table1-citation",
+                "Table 1: citation field extraction, test segment F1 (%), mean ± sd over seeds",
+                citation_table(scores, paper),
+            )
+        )
+    iterations = _read(results_dir, CITATION_ITERATIONS, citation.ITERATION_COLUMNS)
+    if iterations is not None and not iterations.empty:
+        sections.append(
+            (
+                "bethe-appb-iterations",
+                "App. B: Bethe-RDA iterations to convergence on the test citations",
+                convergence_table(iterations, paper),
+            )
+        )
+    table = _read(results_dir, OCR_TABLE, ocr.COLUMNS)
+    if table is not None and not table.empty:
+        sections.append(
+            (
+                "bethe-table4-ocr",
+                "Table 4: OCR character accuracy (%), train on 9 folds and test on 1, mean ± sd over "
+                "test folds",
+                ocr_table(table, paper),
             )
         )
     return sections

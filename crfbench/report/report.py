@@ -18,7 +18,8 @@ from ..schema import (
     SWEEP_NUMBERS,
 )
 from . import provenance
-from .bethe import bethe_sections, read_cgm
+from .bethe import TASKS as BETHE_TASKS
+from .bethe import bethe_figures, bethe_sections, read_cgm, read_sentences
 from .figures import iteration_figures, speedup_figure
 from .inputs import (
     AGREEMENT_TABLE,
@@ -127,7 +128,13 @@ def render_report(
     keys = zip(stats["score"]["dataset"], stats["score"]["encoder"], stats["score"]["train"], strict=True)
     stats["score"] = stats["score"].assign(flagged=[key in flagged for key in keys])
     ledger = claim_ledger(
-        claims, sentences, timing, TASKS, curves=curves, sweep=sweep, cgm=read_cgm(results_dir)
+        claims,
+        pd.concat([sentences, read_sentences(results_dir)], ignore_index=True),
+        timing,
+        TASKS | BETHE_TASKS,
+        curves=curves,
+        sweep=sweep,
+        cgm=read_cgm(results_dir),
     )
     tables = [build_table(spec, stats[spec.kind], paper) for spec in TABLES]
     shown = [table for table in tables if table.has_columns]
@@ -156,6 +163,7 @@ def render_report(
     if "3" in by_id:
         figures += speedup_figure(by_id["3"], figures_dir / "speedup-decode.png")
     figures += scaling_figures(scaling, figures_dir)
+    figures += bethe_figures(results_dir, figures_dir)
     training = {
         "convergence": convergence_table(curves),
         "sweep": sweep_table(sweep),

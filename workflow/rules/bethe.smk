@@ -4,9 +4,30 @@
 BETHE = config.get("bethe", {})
 
 
+OCR_FOLD = f"{RESULTS}/bethe/ocr/fold{{fold}}"
+CITATION_RUN = f"{RESULTS}/bethe/citation/seed{{seed}}"
+#: A citation run's tables, and the results table each is gathered into.
+CITATION_TABLES = {
+    "scores": "citation.csv",
+    "iteration_cap": "citation-caps.csv",
+    "iterations": "citation-iterations.csv",
+    "sentences": "citation-sentences.csv.gz",
+}
+
+
 def bethe_tables():
     """The result tables of the Bethe experiments the config asks for."""
-    return [f"{RESULTS}/bethe/{name}.csv" for name in ("cgm",) if name in BETHE]
+    tables = {
+        "cgm": [rules.bethe_cgm.output[0]],
+        "ocr": list(rules.bethe_ocr.output),
+        "citation": list(rules.bethe_citation.output),
+    }
+    return [path for name, paths in tables.items() if name in BETHE for path in paths]
+
+
+def ocr_folds(name):
+    """Every OCR fold's ``name`` file (table.csv or words.csv)."""
+    return [f"{OCR_FOLD.format(fold=fold)}/{name}" for fold in BETHE.get("ocr", {}).get("folds", [])]
 
 
 rule bethe_cgm:
@@ -24,3 +45,70 @@ rule bethe_cgm:
     shell:
         "{params.cli} bethe cgm --sizes {params.sizes} --trials {params.trials} --beta {params.beta} "
         "--out {output} > {log} 2>&1"
+
+
+rule bethe_ocr_fold:
+    output:
+        words=f"{OCR_FOLD}/words.csv",
+        table=f"{OCR_FOLD}/table.csv",
+    params:
+        cli=CRFBENCH,
+        data_dir=data_dir(),
+        out_dir=lambda w, output: os.path.dirname(output.table),
+        limit=lambda w: (
+            f"--max-train-words {BETHE['ocr']['max_train_words']}" if "max_train_words" in BETHE.get("ocr", {}) else ""
+        ),
+    log:
+        f"{RESULTS}/logs/bethe/ocr/fold{{fold}}.log",
+    threads: 1
+    shell:
+        "CRFBENCH_DATA={params.data_dir:q} {params.cli} bethe ocr --fold {wildcards.fold} {params.limit} "
+        "--out-dir {params.out_dir} > {log} 2>&1"
+
+
+rule bethe_ocr:
+    input:
+        tables=ocr_folds("table.csv"),
+        words=ocr_folds("words.csv"),
+    output:
+        table=f"{RESULTS}/bethe/ocr.csv",
+        words=f"{RESULTS}/bethe/ocr-words.csv.gz",
+    params:
+        cli=CRFBENCH,
+    log:
+        f"{RESULTS}/logs/bethe/ocr.log",
+    shell:
+        "({params.cli} aggregate {input.tables} --out {output.table} && "
+        "{params.cli} aggregate {input.words} --out {output.words}) > {log} 2>&1"
+
+
+rule bethe_citation_run:
+    output:
+        [f"{CITATION_RUN}/{name}.csv" for name in CITATION_TABLES],
+    params:
+        cli=CRFBENCH,
+        data_dir=data_dir(),
+        out_dir=lambda w, output: os.path.dirname(output[0]),
+    log:
+        f"{RESULTS}/logs/bethe/citation/seed{{seed}}.log",
+    threads: 1
+    shell:
+        "CRFBENCH_DATA={params.data_dir:q} {params.cli} bethe citation --seed {wildcards.seed} "
+        "--out-dir {params.out_dir} > {log} 2>&1"
+
+
+rule bethe_citation:
+    input:
+        **{
+            name: [f"{CITATION_RUN.format(seed=seed)}/{name}.csv" for seed in config["seeds"]]
+            for name in CITATION_TABLES
+        },
+    output:
+        **{name: f"{RESULTS}/bethe/{table}" for name, table in CITATION_TABLES.items()},
+    params:
+        cli=CRFBENCH,
+    log:
+        f"{RESULTS}/logs/bethe/citation.log",
+    run:
+        for name in CITATION_TABLES:
+            shell(f"{{params.cli}} aggregate {{input.{name}}} --out {{output.{name}}} >> {{log}} 2>&1")

@@ -46,6 +46,10 @@ def test_packaged_manifest_covers_every_file_the_readers_use():
             assert len(expected.sha256) == 64 or len(expected.git_blob) == 40
     for relative in data.conll03.FILES.values():
         assert len(manifest[relative].sha256) == 64
+    from crfbench.data import citation, ocr
+
+    for relative in (ocr.RELATIVE_PATH, *citation.FILES.values()):
+        assert len(manifest[relative].sha256) == 64
 
 
 def test_manifest_format_errors(tmp_path):
