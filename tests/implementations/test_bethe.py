@@ -151,7 +151,7 @@ def test_template_energies_measure_l1_distances() -> None:
     inst = all_lengths_instance(7, num_tags=3, max_len=5)
     unary, pairwise = _random_marginals(rng, inst)
     mask = torch.tensor(inst.valid(), dtype=torch.float64)
-    _, unigram, word = _energies_on(rng, inst)
+    _, unigram, word, _ = _energies_on(rng, inst)
     counts = unary.sum(1)
     want_u = 1.5 * (unigram.counts[None] - counts[:, None]).abs().sum(-1).amin(-1)
     torch.testing.assert_close(unigram.value(torch, unary, pairwise, mask), want_u)
