@@ -90,7 +90,9 @@ def comparable_results(workdir: Path) -> dict[str, object]:
             summary = json.loads(path.read_bytes())
             results[str(relative)] = summary | {"history": without_seconds(summary["history"])}
         elif path.name == "curves.csv" or relative.parts[0] == "bethe":
-            results[str(relative)] = pd.read_csv(path).drop(columns="seconds").to_csv(index=False)
+            results[str(relative)] = (
+                pd.read_csv(path).drop(columns="seconds", errors="ignore").to_csv(index=False)
+            )
         elif path.name == "sweep.csv":
             sweep = pd.read_csv(path)
             results[str(relative)] = sweep[sweep["metric"] != "seconds"].to_csv(index=False)

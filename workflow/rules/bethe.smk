@@ -1,35 +1,6 @@
 # The Bethe-projection paper's experiments (crfbench bethe ...), each a table in results/bethe/. The
 # CGM experiment times two solvers on one thread each: like the timing jobs it takes every core, so
 # that nothing runs beside it, and comes last.
-BETHE = config.get("bethe", {})
-
-
-OCR_FOLD = f"{RESULTS}/bethe/ocr/fold{{fold}}"
-CITATION_RUN = f"{RESULTS}/bethe/citation/seed{{seed}}"
-#: A citation run's tables, and the results table each is gathered into.
-CITATION_TABLES = {
-    "scores": "citation.csv",
-    "iteration_cap": "citation-caps.csv",
-    "iterations": "citation-iterations.csv",
-    "sentences": "citation-sentences.csv.gz",
-}
-
-
-def bethe_tables():
-    """The result tables of the Bethe experiments the config asks for."""
-    tables = {
-        "cgm": [rules.bethe_cgm.output[0]],
-        "ocr": list(rules.bethe_ocr.output),
-        "citation": list(rules.bethe_citation.output),
-    }
-    return [path for name, paths in tables.items() if name in BETHE for path in paths]
-
-
-def ocr_folds(name):
-    """Every OCR fold's ``name`` file (table.csv or words.csv)."""
-    return [f"{OCR_FOLD.format(fold=fold)}/{name}" for fold in BETHE.get("ocr", {}).get("folds", [])]
-
-
 rule bethe_cgm:
     output:
         f"{RESULTS}/bethe/cgm.csv",

@@ -173,3 +173,33 @@ def clear_stale_locks():
     os.environ[LIVE_RUN_VARIABLE] = "1"
     for stale in Path(".snakemake/locks").glob("*.lock"):
         stale.unlink(missing_ok=True)
+
+
+# The Bethe-projection paper's experiments (rules/bethe.smk): which the config asks for, and where.
+BETHE = config.get("bethe", {})
+
+
+OCR_FOLD = f"{RESULTS}/bethe/ocr/fold{{fold}}"
+CITATION_RUN = f"{RESULTS}/bethe/citation/seed{{seed}}"
+#: A citation run's tables, and the results table each is gathered into.
+CITATION_TABLES = {
+    "scores": "citation.csv",
+    "iteration_cap": "citation-caps.csv",
+    "iterations": "citation-iterations.csv",
+    "sentences": "citation-sentences.csv.gz",
+}
+
+
+def bethe_tables():
+    """The result tables of the Bethe experiments the config asks for."""
+    tables = {
+        "cgm": [rules.bethe_cgm.output[0]],
+        "ocr": list(rules.bethe_ocr.output),
+        "citation": list(rules.bethe_citation.output),
+    }
+    return [path for name, paths in tables.items() if name in BETHE for path in paths]
+
+
+def ocr_folds(name):
+    """Every OCR fold's ``name`` file (table.csv or words.csv)."""
+    return [f"{OCR_FOLD.format(fold=fold)}/{name}" for fold in BETHE.get("ocr", {}).get("folds", [])]
