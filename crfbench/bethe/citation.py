@@ -49,13 +49,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from seqeval.metrics import f1_score
 
 import implementations
 from implementations.energies import Measurements
 
 from ..data.citation import OUTSIDE, Citation, LabelScheme, label_scheme, read_split
-from ..metrics import tag_counts
+from ..metrics import entity_scores, tag_counts
 from ..schema import SENTENCE_COLUMNS
 from .learning import Curve, fit
 
@@ -272,7 +271,7 @@ def decode_all(
 
 def segment_f1(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]) -> float:
     """Segment-level F1 in %: seqeval's entity F1 on the path labels (micro-averaged)."""
-    return 100.0 * f1_score([list(g) for g in gold], [list(p) for p in predicted], zero_division=0)
+    return 100.0 * entity_scores(gold, predicted)["f1"]
 
 
 def train_baseline(
