@@ -252,43 +252,36 @@ def bethe_figures(results_dir: Path, out_dir: Path) -> list[Drawn]:
 def bethe_sections(results_dir: Path, paper_csv: Path) -> list[tuple[str, str, pd.DataFrame]]:
     """The Bethe paper's tables that have results, as (file stem, title, table)."""
     paper = read_paper(paper_csv)
+    experiments = (
+        (
+            "bethe-table1-citation",
+            "Table 1: citation field extraction, test segment F1 (%), mean ± sd over seeds",
+            (CITATION_TABLE, citation.SCORE_COLUMNS),
+            citation_table,
+        ),
+        (
+            "bethe-appb-iterations",
+            "App. B: Bethe-RDA iterations to convergence on the test citations",
+            (CITATION_ITERATIONS, citation.ITERATION_COLUMNS),
+            convergence_table,
+        ),
+        (
+            "bethe-table4-ocr",
+            "Table 4: OCR character accuracy (%), train on 9 folds and test on 1, mean ± sd over test folds",
+            (OCR_TABLE, ocr.COLUMNS),
+            ocr_table,
+        ),
+        (
+            "bethe-table5-cgm",
+            "Table 5: collective graphical models, Bethe-RDA against interior point "
+            "(seconds, one thread; the paper's: its own machine and solvers)",
+            (CGM_TABLE, CGM_COLUMNS),
+            cgm_table,
+        ),
+    )
     sections = []
-    cgm = read_cgm(results_dir)
-    if cgm is not None and not cgm.empty:
-        sections.append(
-            (
-                "bethe-table5-cgm",
-                "Table 5: collective graphical models, Bethe-RDA against interior point "
-                "(seconds, one thread; the paper's: its own machine and solvers)",
-                cgm_table(cgm, paper),
-            )
-        )
-    scores = _read(results_dir, CITATION_TABLE, citation.SCORE_COLUMNS)
-    if scores is not None and not scores.empty:
-        sections.append(
-            (
-                "bethe-table1-citation",
-                "Table 1: citation field extraction, test segment F1 (%), mean ± sd over seeds",
-                citation_table(scores, paper),
-            )
-        )
-    iterations = _read(results_dir, CITATION_ITERATIONS, citation.ITERATION_COLUMNS)
-    if iterations is not None and not iterations.empty:
-        sections.append(
-            (
-                "bethe-appb-iterations",
-                "App. B: Bethe-RDA iterations to convergence on the test citations",
-                convergence_table(iterations, paper),
-            )
-        )
-    table = _read(results_dir, OCR_TABLE, ocr.COLUMNS)
-    if table is not None and not table.empty:
-        sections.append(
-            (
-                "bethe-table4-ocr",
-                "Table 4: OCR character accuracy (%), train on 9 folds and test on 1, mean ± sd over "
-                "test folds",
-                ocr_table(table, paper),
-            )
-        )
+    for stem, title, (relative, columns), build in experiments:
+        table = _read(results_dir, relative, columns)
+        if table is not None and not table.empty:
+            sections.append((stem, title, build(table, paper)))
     return sections

@@ -152,16 +152,8 @@ def index_html(report: Report) -> str:
         )
         for table in report.tables
     ]
-    summaries = [
-        f"<h3>{html.escape(title)}</h3>{_html_frame(frame)}"
-        f'<p class="files">{_links(Path("tables") / stem, ("md", "csv"), html=True)}</p>'
-        for stem, title, frame in report.summaries
-    ]
-    bethe = [
-        f"<h3>{html.escape(title)}</h3>{_html_frame(frame)}"
-        f'<p class="files">{_links(Path("tables") / stem, ("md", "csv"), html=True)}</p>'
-        for stem, title, frame in report.bethe
-    ]
+    summaries = _html_sections(report.summaries)
+    bethe = _html_sections(report.bethe)
     figures = [
         f'<figure><img src="{html.escape(drawn.path.as_posix())}" alt="{html.escape(drawn.caption)}">'
         f"<figcaption>{html.escape(drawn.caption)}</figcaption></figure>"
@@ -242,6 +234,30 @@ def _markdown_frame(frame: pd.DataFrame) -> list[str]:
     ]
 
 
+def _markdown_sections(sections: Sequence[tuple[str, str, pd.DataFrame]], empty: str) -> list[str]:
+    """Each (file stem, title, table) as a titled Markdown table with links to its files."""
+    lines = []
+    for stem, title, frame in sections:
+        lines += [
+            f"### {title}",
+            "",
+            *_markdown_frame(frame),
+            "",
+            _links(Path("tables") / stem, ("md", "csv")),
+            "",
+        ]
+    return lines or [empty, ""]
+
+
+def _html_sections(sections: Sequence[tuple[str, str, pd.DataFrame]]) -> list[str]:
+    """Each (file stem, title, table) as a titled HTML table with links to its files."""
+    return [
+        f"<h3>{html.escape(title)}</h3>{_html_frame(frame)}"
+        f'<p class="files">{_links(Path("tables") / stem, ("md", "csv"), html=True)}</p>'
+        for stem, title, frame in sections
+    ]
+
+
 def readme(report: Report) -> str:
     """A Markdown entry point: links to every table form, the agreement report and every figure, notes,
     what is missing, sources."""
@@ -277,29 +293,9 @@ def readme(report: Report) -> str:
         links = _links(Path("tables") / table.spec.stem, FORMATS)
         lines.append(f"- Table {table.spec.id}: {table.spec.title} — {links}")
     lines += ["", "## Bethe projections", "", BETHE_INTRO, ""]
-    for stem, title, frame in report.bethe:
-        lines += [
-            f"### {title}",
-            "",
-            *_markdown_frame(frame),
-            "",
-            _links(Path("tables") / stem, ("md", "csv")),
-            "",
-        ]
-    if not report.bethe:
-        lines += ["No experiment of the Bethe paper ran.", ""]
+    lines += _markdown_sections(report.bethe, "No experiment of the Bethe paper ran.")
     lines += ["## Scaling (asv suite)", "", SCALING_INTRO, ""]
-    for stem, title, frame in report.summaries:
-        lines += [
-            f"### {title}",
-            "",
-            *_markdown_frame(frame),
-            "",
-            _links(Path("tables") / stem, ("md", "csv")),
-            "",
-        ]
-    if not report.summaries:
-        lines += ["No asv scaling results.", ""]
+    lines += _markdown_sections(report.summaries, "No asv scaling results.")
     lines += ["## Agreement between implementations", ""]
     if report.agreement is None:
         lines += [NO_AGREEMENT, ""]
