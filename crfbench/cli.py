@@ -232,7 +232,7 @@ def _ocr(args: argparse.Namespace) -> int:
     from .environment import set_threads
 
     set_threads(1)
-    settings = ocr.Settings(max_train_words=args.max_train_words)
+    settings = _experiment_settings(ocr.Settings(), args.set)
     table, words = ocr.run_fold(load_ocr(args.data_dir), args.fold, settings, seed=args.seed)
     io.write_csv(args.out_dir / "words.csv", words)
     io.write_csv(args.out_dir / "table.csv", table)  # last: the pipeline's sign of a finished fold
@@ -246,7 +246,7 @@ def _citation(args: argparse.Namespace) -> int:
     from .environment import set_threads
 
     set_threads(1)
-    tables = citation.run(args.data_dir, seed=args.seed)
+    tables = citation.run(args.data_dir, _experiment_settings(citation.Settings(), args.set), seed=args.seed)
     for name, table in tables.items():  # scores last: the pipeline's sign of a finished run
         if name != "scores":
             io.write_csv(args.out_dir / f"{name}.csv", table)
@@ -254,6 +254,28 @@ def _citation(args: argparse.Namespace) -> int:
     print(tables["scores"].to_string(index=False))
     print(f"-> {args.out_dir}")
     return 0
+
+
+def _experiment_settings(defaults: object, assignments: list[str]) -> object:
+    """The experiment's ``Settings`` dataclass ``defaults`` with the ``--set NAME=VALUE``
+    assignments applied (values read as YAML), each checked against its field's type."""
+    from .config import set_dotted
+    from .models.config import with_overrides
+
+    values: dict[str, object] = {}
+    for assignment in assignments:
+        set_dotted(values, assignment)
+    return with_overrides(defaults, values, "--set")
+
+
+def _add_setting_argument(command: argparse.ArgumentParser, example: str) -> None:
+    command.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help=f"override one of the experiment's Settings (value read as YAML), e.g. {example}",
+    )
 
 
 def _add_restart_argument(command: argparse.ArgumentParser) -> None:
@@ -409,11 +431,7 @@ def parser() -> argparse.ArgumentParser:
     ocr.add_argument(
         "--seed", type=non_negative_int, default=0, help="random seed (split, features, batches)"
     )
-    ocr.add_argument(
-        "--max-train-words",
-        type=positive_int,
-        help="train on this many of the other folds' words (default: all)",
-    )
+    _add_setting_argument(ocr, "max_train_words=500 (see crfbench/bethe/ocr.py Settings)")
     ocr.add_argument("--data-dir", help="holds ocr-taskar/letter.data (default: $CRFBENCH_DATA)")
     ocr.add_argument("--out-dir", type=output_dir, required=True, help="folder for table.csv and words.csv")
     ocr.set_defaults(handler=_ocr)
@@ -424,6 +442,7 @@ def parser() -> argparse.ArgumentParser:
     citation.add_argument(
         "--seed", type=non_negative_int, default=0, help="random seed (batches, parameters)"
     )
+    _add_setting_argument(citation, "max_citations=100 (see crfbench/bethe/citation.py Settings)")
     citation.add_argument("--data-dir", help="holds umass-citation/ (default: $CRFBENCH_DATA)")
     citation.add_argument("--out-dir", type=output_dir, required=True, help="folder for the run's tables")
     citation.set_defaults(handler=_citation)

@@ -41,7 +41,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .location import resolve_data_dir
+from .location import DataDir, resolve_data_dir
 
 #: The three splits, as paths relative to the data dir.
 FILES = {
@@ -164,11 +164,15 @@ def read_docs(path: str | Path, *, repair: bool = False) -> list[Citation]:
 
 def read_split(data_dir: str | Path | None, split: str, *, repair: bool = True) -> list[Citation]:
     """The ``split`` (train, dev or test) under the data dir (``data_dir``, else
-    ``$CRFBENCH_DATA``); repaired by default, since the distributed files have malformed lines in
-    every split."""
+    ``$CRFBENCH_DATA``), checked against the checksum manifest first; repaired by default, since
+    the distributed files have malformed lines in every split."""
     if split not in FILES:
         raise ValueError(f"unknown split {split!r}; valid splits: {', '.join(FILES)}")
-    return read_docs(resolve_data_dir(data_dir) / FILES[split], repair=repair)
+    root = resolve_data_dir(data_dir)
+    source = DataDir(root).read(FILES[split])
+    if source is None:
+        raise FileNotFoundError(f"{root / FILES[split]}: the citation {split} file is missing")
+    return parse_lines(source.text.split("\n"), str(source.path), repair=repair)
 
 
 def path_of(elements: Sequence[Element]) -> str:

@@ -53,6 +53,11 @@ def _conform(value: Any, hint: Any) -> Any:
         if not isinstance(value, dict) or any(_conform(key, key_type) is _WRONG for key in value):
             return _WRONG
         return value
+    if origin is tuple and typing.get_args(hint)[1:] == (Ellipsis,):
+        if not isinstance(value, list | tuple):
+            return _WRONG
+        items = tuple(_conform(item, typing.get_args(hint)[0]) for item in value)
+        return _WRONG if any(item is _WRONG for item in items) else items
     if dataclasses.is_dataclass(hint):
         return value if isinstance(value, hint) else _WRONG
     raise TypeError(f"no type check for the annotation {hint!r}")
@@ -67,6 +72,8 @@ def _describe(hint: Any) -> str:
         return names[hint]
     if typing.get_origin(hint) is dict:
         return "a mapping"
+    if typing.get_origin(hint) is tuple:
+        return f"a list, each {_describe(typing.get_args(hint)[0])}"
     return f"a mapping of {hint.__name__} settings" if dataclasses.is_dataclass(hint) else str(hint)
 
 
@@ -85,6 +92,20 @@ def check_field_types(instance: Any, label: Callable[[str], str]) -> None:
             raise ValueError(f"{label(f.name)} must be {_describe(hints[f.name])}, got {value!r}")
         if conformed is not value:
             object.__setattr__(instance, f.name, conformed)
+
+
+def with_overrides(defaults: Any, overrides: Mapping[str, Any], source: str) -> Any:
+    """The frozen dataclass instance ``defaults`` with the fields named in ``overrides`` replaced,
+    each checked against its annotation (as :func:`check_field_types`; a list for a tuple field).
+    ValueError naming ``source`` (where the overrides came from) and the field: an unknown name
+    (the valid ones listed) or a value of the wrong type."""
+    known = [f.name for f in dataclasses.fields(defaults)]
+    unknown = sorted(set(overrides) - set(known))
+    if unknown:
+        raise ValueError(f"{source}: unknown setting(s) {unknown}; valid: {', '.join(known)}")
+    instance = dataclasses.replace(defaults, **overrides)
+    check_field_types(instance, lambda name: f"{source}: {name}")
+    return instance
 
 
 @dataclass(frozen=True)

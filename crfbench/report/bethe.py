@@ -208,35 +208,43 @@ def convergence_table(iterations: pd.DataFrame, paper: pd.DataFrame) -> pd.DataF
     return pd.DataFrame(rows)
 
 
-def citation_figure(
-    scores: pd.DataFrame, caps: pd.DataFrame, iterations: pd.DataFrame, path: Path
-) -> list[Drawn]:
-    """The paper's Fig. 1 (test F1 against a cap on the solver's iterations, mean ± sd over seeds,
-    the chain CRF's F1 beside it) and App. B's histogram of iterations to convergence."""
-    figure, axes = subplots(1, 2, (10, 3.6))
-    left, right = axes[0]
+def iteration_cap_figure(scores: pd.DataFrame, caps: pd.DataFrame, path: Path) -> Drawn:
+    """The paper's Fig. 1: test F1 against a cap on the solver's iterations (mean ± sd over seeds),
+    the chain CRF's F1 beside it."""
+    figure, axes = subplots(1, 1, (5.2, 3.6))
+    axis = axes[0, 0]
     by_cap = caps.groupby("cap")["segment_f1"]
-    left.errorbar(by_cap.mean().index, by_cap.mean(), yerr=by_cap.std(ddof=1).fillna(0), marker="o",
+    axis.errorbar(by_cap.mean().index, by_cap.mean(), yerr=by_cap.std(ddof=1).fillna(0), marker="o",
                   label="non-local energies", capsize=3)  # fmt: skip
     baseline = scores.loc[scores["model"] == citation.BASELINE, "segment_f1"].mean()
-    left.axhline(baseline, color="C1", linestyle="--", label="chain CRF (Viterbi)")
-    left.set_xscale("log", base=2)
-    left.set_xlabel("cap on Bethe-RDA iterations")
-    left.set_ylabel("test segment F1 %")
-    left.legend(fontsize="small")
+    axis.axhline(baseline, color="C1", linestyle="--", label="chain CRF (Viterbi)")
+    axis.set_xscale("log", base=2)
+    axis.set_xlabel("cap on Bethe-RDA iterations")
+    axis.set_ylabel("test segment F1 %")
+    axis.legend(fontsize="small")
+    caption = (
+        f"The Bethe paper's Fig. 1, citation field extraction, {scores['seed'].nunique()} seed(s): test "
+        "segment F1 of the non-local model against a cap on the solver's iterations (mean ± sd over "
+        "seeds); the chain CRF dashed."
+    )
+    return save_png(figure, path, caption)
+
+
+def convergence_figure(iterations: pd.DataFrame, path: Path) -> Drawn:
+    """App. B's histogram of the test citations' iterations to convergence, one per tolerance."""
+    figure, axes = subplots(1, 1, (5.2, 3.6))
+    axis = axes[0, 0]
     bins = np.arange(1, HISTOGRAM_CAP + 2) - 0.5
     for k, (tolerance, runs) in enumerate(iterations.groupby("tolerance")):
-        right.hist(runs["iterations"], bins=bins, alpha=0.6, color=f"C{k}", label=f"tolerance {tolerance:g}")
-    right.set_xlabel("iterations to convergence (largest change of a marginal ≤ tolerance)")
-    right.set_ylabel("test citations (all seeds)")
-    right.legend(fontsize="small")
-    seeds = scores["seed"].nunique()
+        axis.hist(runs["iterations"], bins=bins, alpha=0.6, color=f"C{k}", label=f"tolerance {tolerance:g}")
+    axis.set_xlabel("iterations to convergence (largest change of a marginal ≤ tolerance)")
+    axis.set_ylabel("test citations (all seeds)")
+    axis.legend(fontsize="small")
     caption = (
-        f"Citation field extraction, {seeds} seed(s): left, the paper's Fig. 1, test segment F1 of the "
-        "non-local model against a cap on the solver's iterations (mean ± sd over seeds), the chain CRF "
-        f"dashed; right, App. B's histogram of iterations to convergence (capped at {HISTOGRAM_CAP})."
+        f"The Bethe paper's App. B, citation field extraction, {iterations['seed'].nunique()} seed(s): "
+        f"histogram of the test citations' Bethe-RDA iterations to convergence (capped at {HISTOGRAM_CAP})."
     )
-    return [save_png(figure, path, caption)]
+    return save_png(figure, path, caption)
 
 
 def bethe_figures(results_dir: Path, out_dir: Path) -> list[Drawn]:
@@ -244,9 +252,12 @@ def bethe_figures(results_dir: Path, out_dir: Path) -> list[Drawn]:
     scores = _read(results_dir, CITATION_TABLE, citation.SCORE_COLUMNS)
     caps = _read(results_dir, CITATION_CAPS, citation.CAP_COLUMNS)
     iterations = _read(results_dir, CITATION_ITERATIONS, citation.ITERATION_COLUMNS)
-    if scores is None or caps is None or iterations is None:
-        return []
-    return citation_figure(scores, caps, iterations, out_dir / "bethe-citation.png")
+    drawn = []
+    if scores is not None and caps is not None:
+        drawn.append(iteration_cap_figure(scores, caps, out_dir / "bethe-fig1-iteration-cap.png"))
+    if iterations is not None:
+        drawn.append(convergence_figure(iterations, out_dir / "bethe-appb-iterations.png"))
+    return drawn
 
 
 def bethe_sections(results_dir: Path, paper_csv: Path) -> list[tuple[str, str, pd.DataFrame]]:

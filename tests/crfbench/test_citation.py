@@ -120,6 +120,18 @@ def test_read_docs_without_trailing_newline(tmp_path: Path) -> None:
         data.read_split(tmp_path, "validation")
 
 
+def test_read_split_checks_the_manifest(tmp_path: Path) -> None:
+    """The data dir's files are the distributed ones or nothing: a missing file and a file whose
+    SHA-256 is not the manifest's are errors naming the path."""
+    path = tmp_path / data.FILES["dev"]
+    with pytest.raises(FileNotFoundError, match=f"^{path}: the citation dev file is missing"):
+        data.read_split(tmp_path, "dev")
+    path.parent.mkdir()
+    path.write_text(LINE, encoding="utf-8")
+    with pytest.raises(ValueError, match=f"^{path}: SHA-256 mismatch"):
+        data.read_split(tmp_path, "dev")
+
+
 # ----------------------------------------------------------------------------------------- the model's parts
 
 
@@ -233,14 +245,16 @@ def synthetic_line(rng: np.random.Generator) -> str:
 @pytest.fixture(scope="module")
 def tables(tmp_path_factory: pytest.TempPathFactory) -> dict:
     root = tmp_path_factory.mktemp("data")
-    (root / "umass-citation").mkdir()
     rng = np.random.default_rng(3)
-    for relative, count in zip(data.FILES.values(), (40, 16, 12), strict=True):
-        (root / relative).write_text("\n".join(synthetic_line(rng) for _ in range(count)), encoding="utf-8")
+    splits = {}
+    for split, count in zip(data.FILES, (40, 16, 12), strict=True):
+        path = root / f"{split}.docs"
+        path.write_text("\n".join(synthetic_line(rng) for _ in range(count)), encoding="utf-8")
+        splits[split] = data.read_docs(path)
     settings = experiment.Settings(
         buckets=2**12, batch_size=8, crf_epochs=3, energy_epochs=2, iterations=5, caps=(1, 5), pair_labels=3
     )
-    return {"root": root, "settings": settings, "first": experiment.run(root, settings, seed=1)}
+    return {"splits": splits, "settings": settings, "first": experiment.experiment(splits, settings, seed=1)}
 
 
 def test_end_to_end_tables(tables: dict) -> None:
@@ -289,6 +303,6 @@ def test_per_citation_counts_give_the_tables_f1(tables: dict) -> None:
 
 
 def test_end_to_end_is_deterministic_given_the_seed(tables: dict) -> None:
-    again = experiment.run(tables["root"], tables["settings"], seed=1)
+    again = experiment.experiment(tables["splits"], tables["settings"], seed=1)
     for name in ("scores", "iteration_cap", "iterations", "constraints"):
         assert again[name].equals(tables["first"][name]), name

@@ -180,6 +180,22 @@ def test_every_field_is_type_checked(cls) -> None:
                 _build(cls, name, value)
 
 
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["bethe", "ocr", "--fold", "0", "--set", "max_train_words=many"], "max_train_words"),
+        (["bethe", "citation", "--set", "epochs=3"], "['epochs']"),
+        (["bethe", "citation", "--set", "caps"], "expected key=value"),
+    ],
+)
+def test_a_bad_bethe_setting_is_refused_before_anything_is_read(capsys, tmp_path, argv, named):
+    """``--set`` overrides of an experiment's Settings are checked first: one line naming the
+    setting, no output folder's content (the data dir does not even exist)."""
+    out = tmp_path / "out"
+    line = assert_user_error(capsys, [*argv, "--data-dir", tmp_path / "none", "--out-dir", out], named)
+    assert "--set" in line and not any(out.glob("*"))
+
+
 # -- paths given as arguments ------------------------------------------------------------------------------
 
 

@@ -26,14 +26,12 @@ rule bethe_ocr_fold:
         cli=CRFBENCH,
         data_dir=data_dir(),
         out_dir=lambda w, output: os.path.dirname(output.table),
-        limit=lambda w: (
-            f"--max-train-words {BETHE['ocr']['max_train_words']}" if "max_train_words" in BETHE.get("ocr", {}) else ""
-        ),
+        settings=bethe_settings("ocr"),
     log:
         f"{RESULTS}/logs/bethe/ocr/fold{{fold}}.log",
     threads: 1
     shell:
-        "CRFBENCH_DATA={params.data_dir:q} {params.cli} bethe ocr --fold {wildcards.fold} {params.limit} "
+        "CRFBENCH_DATA={params.data_dir:q} {params.cli} bethe ocr --fold {wildcards.fold} {params.settings} "
         "--out-dir {params.out_dir} > {log} 2>&1"
 
 
@@ -60,12 +58,13 @@ rule bethe_citation_run:
         cli=CRFBENCH,
         data_dir=data_dir(),
         out_dir=lambda w, output: os.path.dirname(output[0]),
+        settings=bethe_settings("citation"),
     log:
         f"{RESULTS}/logs/bethe/citation/seed{{seed}}.log",
     threads: 1
     shell:
         "CRFBENCH_DATA={params.data_dir:q} {params.cli} bethe citation --seed {wildcards.seed} "
-        "--out-dir {params.out_dir} > {log} 2>&1"
+        "{params.settings} --out-dir {params.out_dir} > {log} 2>&1"
 
 
 rule bethe_citation:

@@ -1,6 +1,7 @@
 # Shared helpers: which runs the config asks for, and each run's settings (RunConfig fields);
 # recovery from an interrupted run and checks of every run's settings before anything runs.
 import fcntl
+import json
 import os
 import shlex
 import sys
@@ -198,6 +199,13 @@ def bethe_tables():
         "citation": list(rules.bethe_citation.output),
     }
     return [path for name, paths in tables.items() if name in BETHE for path in paths]
+
+
+def bethe_settings(experiment):
+    """The command-line overrides (``--set NAME=VALUE``, quoted) of the experiment's ``settings``
+    mapping in the config."""
+    settings = BETHE.get(experiment, {}).get("settings", {})
+    return " ".join(f"--set {shlex.quote(f'{name}={json.dumps(value)}')}" for name, value in settings.items())
 
 
 def ocr_folds(name):

@@ -42,3 +42,24 @@ def test_unknown_keys_named() -> None:
 def test_bad_values_rejected(bad: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         ScorerConfig.from_dict(bad)
+
+
+def test_overrides_replace_checked_fields_and_name_the_bad_ones() -> None:
+    """``with_overrides`` (the Bethe experiments' ``--set``): a list becomes a tuple field's value,
+    a float field takes an int, an unknown name or a wrongly typed value is refused naming it."""
+    from crfbench.bethe.citation import Settings
+    from crfbench.models.config import with_overrides
+
+    settings = with_overrides(Settings(), {"caps": [1, 5], "tolerance": 1, "max_citations": 7}, "--set")
+    assert settings.caps == (1, 5) and settings.tolerance == 1 and settings.max_citations == 7
+    assert with_overrides(Settings(), {}, "--set") == Settings()
+    with pytest.raises(ValueError, match=r"^--set: unknown setting\(s\) \['cap'\]; valid: min_segments, "):
+        with_overrides(Settings(), {"cap": 3}, "--set")
+    for name, value, kind in [
+        ("caps", [1, "x"], "a list, each an integer"),
+        ("caps", 3, "a list"),
+        ("max_citations", 2.5, "an integer or null"),
+        ("tolerance", "soon", "a finite number"),
+    ]:
+        with pytest.raises(ValueError, match=rf"^--set: {name} must be {kind}"):
+            with_overrides(Settings(), {name: value}, "--set")
