@@ -27,7 +27,11 @@ change of a marginal between successive iterates; ``converged`` means it reached
 (the paper leaves its test unspecified). MAP prediction is Viterbi on ``θ̃ = θ − ∇L(μ*)`` (the
 paper's Prop. 1: μ* are the marginals of θ̃), never a per-position argmax; the losses are the
 CRF's on θ̃ with μ* held fixed (Algorithm 3: no differentiation through the solver), so the
-energy's weights ψ get their gradient through ``∇L_ψ(μ*)``.
+energy's weights ψ get their gradient through ``∇L_ψ(μ*)``. Prop. 1 needs a differentiable L:
+for a non-smooth one (the ℓ₁ template energies) ``∇L(μ*)`` is a subgradient of full size ψ even
+where μ* already sits at the kink, and tilting by it overshoots; ``tilt="dual"`` tilts instead
+by the shift of the solver's last projection, whose exact marginals are the last iterate
+(derivations.md §9.9).
 """
 
 from __future__ import annotations
@@ -108,7 +112,8 @@ def bethe_kernels(
         return values[(...,) + (None,) * (like.ndim - 1)]
 
     def run(emissions, transitions, lengths, start, end, options, history):
-        """The solver's loop: ``(theta, mask, energy, μ*, iterations run, records)``, the records
+        """The solver's loop: ``(theta, mask, energy, μ*, s, iterations run, records)``, s the shift
+        of the last projection ``ORACLE(θ − s)`` (zero if none ran), the records
         (iterations, B) changes, or with ``history`` (iterations, B, 2) changes and values −F (the
         value costs about one more forward–backward per iteration, so only ``solve`` records it)."""
         solver, output = options["solver"], options["output"]
@@ -125,6 +130,16 @@ def bethe_kernels(
             t, _, last, extra = state
             return last if output == "last" else tuple(part / expand(t, part) for part in extra)
 
+        def shift_of(t, dual):
+            """The shift s of iteration ``t``'s projection ``ORACLE(θ − s)``, from its dual."""
+            if solver == "md":
+                return dual
+            if solver == "rda":
+                weight = t / (t + options["beta"])
+            else:  # accelerated
+                weight = t * (t + 1) / (4 * options["smoothness"] + t * (t + 1))
+            return tuple(expand(weight, d) * d for d in dual)
+
         def advance(state):
             t, dual, mu, extra = state
             t = t + 1
@@ -135,22 +150,18 @@ def bethe_kernels(
                 dual = tuple(
                     expand(1 - c, d) * d + expand(c, g) * g for d, g in zip(dual, gradient, strict=True)
                 )
-                weight = t * (t + 1) / (4 * options["smoothness"] + t * (t + 1))
-                nu = oracle(theta, lengths, tuple(expand(weight, d) * d for d in dual))
+                nu = oracle(theta, lengths, shift_of(t, dual))
                 new = tuple(expand(1 - c, m) * m + expand(c, n) * n for m, n in zip(mu, nu, strict=True))
                 return t, dual, new, nu
             gradient = energy_gradient(energy, mu, mask)
             if solver == "rda":
                 dual = tuple(d + (g - d) / expand(t, g) for d, g in zip(dual, gradient, strict=True))
-                weight = t / (t + options["beta"])
-                shift = tuple(expand(weight, d) * d for d in dual)
             else:  # md
                 eta = 1 / (options["decay"] * t)
                 dual = tuple(
                     (d + expand(eta, g) * g) / expand(1 + eta, g) for d, g in zip(dual, gradient, strict=True)
                 )
-                shift = dual
-            new = oracle(theta, lengths, shift)
+            new = oracle(theta, lengths, shift_of(t, dual))
             return t, dual, new, tuple(e + n for e, n in zip(extra, new, strict=True))
 
         def record(new, old):
@@ -167,12 +178,14 @@ def bethe_kernels(
         state, ran, records = fixed_point.iterate_with_errors(
             advance, state, options["iterations"], tolerance, record
         )
-        return theta, mask, energy, averaged(state), ran, records
+        return theta, mask, energy, averaged(state), shift_of(state[0], state[1]), ran, records
 
     def solve(emissions, transitions, lengths, start, end, **options) -> BetheOutput:
         """The iterate after ``iterations`` (or until every sentence's change is within ``tolerance``),
         with the change and the value ``−F`` after each iteration."""
-        *_, (unary, pairwise), ran, records = run(emissions, transitions, lengths, start, end, options, True)
+        *_, (unary, pairwise), _, ran, records = run(
+            emissions, transitions, lengths, start, end, options, True
+        )
         last = records[ran - 1]
         tolerance = options["tolerance"]
         converged = last[:, 0] <= (0.0 if tolerance is None else tolerance)
@@ -188,13 +201,21 @@ def bethe_kernels(
         return value(theta, mu, mask, energy)
 
     def tilted(emissions, transitions, lengths, start, end, options):
-        """``θ̃ = θ − ∇L(μ*)`` as emissions (B, N, T) and transitions (B, N-1, T, T) with start and
-        end folded in, μ* held fixed (the solver runs ``without_gradient``)."""
-        mu = without_gradient(
-            lambda *scores: marginals(*scores, **options), emissions, transitions, lengths, start, end
+        """``θ̃ = θ − g`` as emissions (B, N, T) and transitions (B, N-1, T, T) with start and end
+        folded in, μ* held fixed (the solver runs ``without_gradient``). ``tilt="gradient"``:
+        g = ∇L(μ*) (the paper's Prop. 1). ``tilt="dual"``: g has the value of the shift s of the
+        solver's last projection (whose exact marginals are its last iterate) and the derivative of
+        ∇L(μ*) in the energy's weights ψ, so that the loss's gradients are Algorithm 3's:
+        μ* − S(y) in θ for RDA and MD's last iterate, −(∂∇L/∂ψ)ᵀ(S(y) − μ*) in ψ."""
+        mu, last_shift = without_gradient(
+            lambda *scores: run(*scores, options, False)[3:5], emissions, transitions, lengths, start, end
         )
         theta, mask, energy = setup(emissions, transitions, lengths, start, end, options["energy"])
         shift = energy_gradient(energy, mu, mask)
+        if options["tilt"] == "dual":
+            shift = tuple(
+                g + without_gradient(lambda a, b: a - b, s, g) for g, s in zip(shift, last_shift, strict=True)
+            )
         return theta[0] - shift[0], theta[1] - shift[1]
 
     def decode(emissions, transitions, lengths, start, end, **options):

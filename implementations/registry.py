@@ -396,6 +396,13 @@ BETHE = Method(
         Option("beta", 0.0, non_negative, "rda's β: the prox term's weight β/t (0: no step size)"),
         Option("decay", 1.0, positive, "md's λ: step size η_t = 1/(λ t)"),
         Option("smoothness", 1.0, positive, "accelerated: the energy's smoothness constant L"),
+        Option(
+            "tilt",
+            "gradient",
+            choice("gradient", "dual"),
+            "decode and losses on θ − ∇L(μ*) (Prop. 1), or on θ − s with s the shift of the last "
+            "projection, whose marginals are the last iterate (for non-smooth energies)",
+        ),
     ),
     oracle="bethe",
     oracle_name="mirror-descent-loop",

@@ -95,7 +95,7 @@ class Settings:
     crf_learning_rate: float = 0.02
     patience: int = 2
     pair_labels: int = 20
-    energy_epochs: int = 4
+    energy_epochs: int = 10
     energy_learning_rate: float = 0.05
     learning_iterations: int = 10
     iterations: int = 40

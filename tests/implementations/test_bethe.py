@@ -7,10 +7,13 @@ value (``implementations.reference.bethe``) on every length from 1, with ``-inf`
 padding; every iterate lies in the marginal polytope; RDA's averaged iterate closes its gap at the
 O(ln t / t) rate; decoding is Viterbi on θ − ∇L(μ*); the loss's gradient with respect to θ and to
 the energy's weights ψ is the surrogate's at fixed μ* (finite differences; the sign the paper's
-Eqs. 15–17 drop); the two backends agree, also under ``jax.jit``; bad options are named.
+Eqs. 15–17 drop), and with ``tilt="dual"`` exactly Algorithm 3's even before convergence; the two
+backends agree, also under ``jax.jit``; bad options are named.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -352,6 +355,51 @@ def test_learning_gradient_is_the_surrogates_at_fixed_marginals() -> None:
     np.testing.assert_allclose(got_psi.numpy(), want.numpy(), atol=1e-7)
 
 
+def _path_counts(inst: Instance) -> tuple[torch.Tensor, torch.Tensor]:
+    """S(y) of the gold paths: (B, N, T) node and (B, N-1, T, T) arc indicators, zero on padding."""
+    gold = torch.tensor(inst.gold)
+    unary = torch.nn.functional.one_hot(gold.clamp(min=0), inst.num_tags).double() * (gold >= 0)[..., None]
+    return unary, unary[:, :-1, :, None] * unary[:, 1:, None, :]
+
+
+@pytest.mark.parametrize(("solver", "options"), [("rda", {}), ("rda", {"beta": 2.0}), ("md", {"decay": 0.5})])
+@pytest.mark.parametrize("kind", [0, 1, 2])
+def test_the_dual_tilt_gives_algorithm_3s_gradients(solver: str, options: dict, kind: int) -> None:
+    """``tilt="dual"``: the tilted scores' exact marginals are the solver's last iterate even
+    after 3 iterations and for the non-smooth template energies (kinds 1, 2), so the loss's gradient
+    is Algorithm 3's: ``μ* − S(y)`` in the emissions and ``(∂∇L_ψ(μ*)/∂ψ)ᵀ(S(y) − μ*)`` in ψ
+    (every length from 1, ``-inf`` patterns, padding). With ``tilt="gradient"`` the emissions'
+    gradient is not ``μ* − S(y)`` before convergence (checked, so that the test can fail), except
+    for L^w under RDA with β = 0: its subgradient at interior marginals, sign(μ − w), is the same at
+    every iterate, so RDA's shift, their mean, is it."""
+    rng = np.random.default_rng(20 + kind)
+    inst = all_lengths_instance(20 + kind, num_tags=3, max_len=5, neg_inf=0.2)
+    energy = _energies_on(rng, inst)[kind]
+    psi = torch.as_tensor(energy.weights, dtype=torch.float64).clone().requires_grad_()
+    energy = dataclasses.replace(energy, weights=psi)
+    bethe = implementations.get("bethe", "torch")
+    scores = inst.torch(grad=True)
+    settings = {"energy": energy, "solver": solver, "iterations": 3, "tolerance": None, **options}
+    gold = torch.tensor(inst.gold)
+    loss = bethe.loss(**scores, tags=gold, tilt="dual", **settings).sum()
+    got_emissions, got_psi = torch.autograd.grad(loss, (scores["emissions"], psi))
+    with torch.no_grad():
+        out = bethe.solve(**scores, **settings)
+    unary, pairwise = _path_counts(inst)
+    torch.testing.assert_close(got_emissions, out.unary - unary, atol=1e-10, rtol=0)
+    mask = torch.tensor(inst.valid(), dtype=torch.float64)
+    to_unary, to_pairwise = energy.gradient(torch, out.unary, out.pairwise, mask)
+    inner = (to_unary * (unary - out.unary)).sum()
+    if to_pairwise is not None:
+        inner = inner + (to_pairwise * (pairwise - out.pairwise)).sum()
+    (want_psi,) = torch.autograd.grad(inner, psi)
+    torch.testing.assert_close(got_psi, want_psi, atol=1e-10, rtol=0)
+    literal = bethe.loss(**scores, tags=gold, tilt="gradient", **settings).sum()
+    (literal_emissions,) = torch.autograd.grad(literal, scores["emissions"])
+    same = kind == 2 and solver == "rda" and not options
+    assert ((literal_emissions - (out.unary - unary)).abs().max() > 1e-3) == (not same)
+
+
 # ------------------------------------------------------------------------------ the backends
 
 
@@ -388,6 +436,15 @@ def test_torch_and_jax_agree_and_jit(solver: str) -> None:
         np.testing.assert_allclose(npy(getattr(got, field)), npy(getattr(want, field)), atol=1e-10)
         np.testing.assert_allclose(npy(getattr(jitted, field)), npy(getattr(got, field)), atol=1e-12)
     assert int(got.iterations) == int(want.iterations) == int(jitted.iterations)
+    for tilt in ("gradient", "dual"):
+        losses, paths = [], []
+        for backend in (torch_backend, jax_backend):
+            module = backend.module("bethe")
+            kwargs = {**inst.arrays(backend), "energy": energy(backend), "tilt": tilt, **options}
+            losses.append(npy(module.loss(**kwargs, tags=backend.array(inst.gold))))
+            paths.append(npy(module.decode(**kwargs)))
+        np.testing.assert_allclose(losses[1], losses[0], atol=1e-10)
+        np.testing.assert_array_equal(paths[1], paths[0])
 
 
 def test_options_are_checked() -> None:
