@@ -206,7 +206,7 @@ def bethe_kernels(
         g = ∇L(μ*) (the paper's Prop. 1). ``tilt="dual"``: g has the value of the shift s of the
         solver's last projection (whose exact marginals are its last iterate) and the derivative of
         ∇L(μ*) in the energy's weights ψ, so that the loss's gradients are Algorithm 3's:
-        μ* − S(y) in θ for RDA and MD's last iterate, −(∂∇L/∂ψ)ᵀ(S(y) − μ*) in ψ."""
+        μ* − S(y) in θ for RDA and MD's last iterate, (∂∇L/∂ψ)ᵀ(S(y) − μ*) in ψ."""
         mu, last_shift = without_gradient(
             lambda *scores: run(*scores, options, False)[3:5], emissions, transitions, lengths, start, end
         )
