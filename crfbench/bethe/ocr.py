@@ -322,6 +322,28 @@ class Trained:
     solver_inputs: Callable[[Words], dict[str, object]] | None = None
 
 
+def early_stopped(
+    parameters: list[Tensor],
+    loss: Callable[[Words], Tensor],
+    predict: Callable[[Words], Tensor],
+    data: tuple[Words, Words, Settings, int],
+    **options: object,
+) -> Curve:
+    """How every model of a fold trains: ``fit`` of ``parameters`` on ``loss`` over the shuffled
+    minibatches of ``data`` = (train, dev, settings, seed), stopped early on the dev character
+    accuracy of ``predict`` with the settings' batch size and patience; ``options`` (epochs,
+    learning rate, ...) go to ``fit``."""
+    train, dev, settings, seed = data
+    return fit(
+        parameters,
+        loss,
+        batches(train, settings.batch_size, seed),
+        lambda: accuracy(predict, dev),
+        patience=settings.patience,
+        **options,
+    )
+
+
 def train_base(train: Words, dev: Words, settings: Settings, seed: int) -> tuple[Chain, Trained]:
     """The chain CRF, from zero parameters (its loss is convex), with the CRF loss."""
     crf = implementations.get("crf", "torch")
@@ -333,14 +355,13 @@ def train_base(train: Words, dev: Words, settings: Settings, seed: int) -> tuple
     def loss(words: Words) -> Tensor:
         return crf.loss(chain.emissions(words), chain.transitions, words.lengths, words.tags)
 
-    curve = fit(
+    curve = early_stopped(
         chain.parameters(),
         loss,
-        batches(train, settings.batch_size, seed),
-        lambda: accuracy(predict, dev),
+        predict,
+        (train, dev, settings, seed),
         epochs=settings.base_epochs,
         learning_rate=settings.base_learning_rate,
-        patience=settings.patience,
     )
     return chain, Trained(predict, curve)
 
@@ -379,14 +400,13 @@ def train_templates(
     def predict(words: Words) -> Tensor:
         return bethe.decode(**inputs(words))
 
-    curve = fit(
+    curve = early_stopped(
         chain.parameters() + psi.parameters(),
         lambda words: bethe.loss(**inputs(words), tags=words.tags),
-        batches(train, settings.batch_size, seed),
-        lambda: accuracy(predict, dev),
+        predict,
+        (train, dev, settings, seed),
         epochs=settings.template_epochs,
         learning_rate=settings.template_learning_rate,
-        patience=settings.patience,
         non_negative=psi.parameters() if psi.mean_map is None else (),
     )
     with torch.no_grad():
@@ -434,14 +454,13 @@ def train_classifier(bank: Templates, train: Words, dev: Words, settings: Settin
     def loss(words: Words) -> Tensor:
         return torch.nn.functional.cross_entropy(logits(words), template_index(bank, words))
 
-    curve = fit(
+    curve = early_stopped(
         [weight, bias],
         loss,
-        batches(train, settings.batch_size, seed),
-        lambda: accuracy(predict, dev),
+        predict,
+        (train, dev, settings, seed),
         epochs=settings.classifier_epochs,
         learning_rate=settings.classifier_learning_rate,
-        patience=settings.patience,
     )
     return Trained(predict, curve)
 

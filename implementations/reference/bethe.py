@@ -26,13 +26,14 @@ from .common import boundary, dot_safe, entropy, logsumexp, softmax
 class BetheSolution:
     """μ* of one chain: ``unary (n, T)``, ``pairwise (n-1, T, T)``, and ``value`` = −F(μ*); and,
     from :func:`mirror_descent`, the scores it solved for (start and end folded in, transitions
-    per position)."""
+    per position) and the shift ``(unary, pairwise)`` of its last projection ``softmax(θ − s)``."""
 
     unary: np.ndarray
     pairwise: np.ndarray
     value: float
     emissions: np.ndarray | None = None
     transitions: np.ndarray | None = None
+    shift: tuple[np.ndarray, np.ndarray] | None = None
 
 
 def _marginals(q: np.ndarray, paths: np.ndarray, num_tags: int) -> tuple[np.ndarray, np.ndarray]:
@@ -129,22 +130,22 @@ def mirror_descent(
 
     zero = (np.zeros_like(emissions), np.zeros_like(transitions))
     unary, pairwise, q = project(zero)
-    dual = zero
+    dual = shift = zero
     for t in range(1, iterations + 1):
         if solver == "rda":
             dual = tuple(
                 d + (g - d) / t for d, g in zip(dual, energy_gradient(energy, unary, pairwise), strict=True)
             )
-            unary, pairwise, q = project(tuple(t / (t + beta) * d for d in dual))
+            shift = tuple(t / (t + beta) * d for d in dual)
         elif solver == "md":
             eta = 1 / (decay * t)
-            dual = tuple(
+            dual = shift = tuple(
                 (d + eta * g) / (1 + eta)
                 for d, g in zip(dual, energy_gradient(energy, unary, pairwise), strict=True)
             )
-            unary, pairwise, q = project(dual)
         else:
             raise ValueError(f"solver={solver!r}: the loop covers rda and md")
+        unary, pairwise, q = project(shift)
     value = dot_safe(unary, emissions) + dot_safe(pairwise, transitions) + entropy(q)
     value -= _energy_value(energy, unary, pairwise)
-    return BetheSolution(unary, pairwise, value, emissions, transitions)
+    return BetheSolution(unary, pairwise, value, emissions, transitions, shift)

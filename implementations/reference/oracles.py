@@ -115,12 +115,15 @@ def bethe(
 ) -> Answer | None:
     """The loop RDA / MD with every projection a softmax over all sequences
     (``reference.bethe.mirror_descent``, same options); the losses and decoding by enumeration on
-    ``θ̃ = θ − ∇L(μ*)``."""
+    ``θ̃ = θ − ∇L(μ*)``, or with ``tilt="dual"`` on ``θ − s``, s the last projection's shift."""
     n, num_tags = sequence["emissions"].shape
     if num_tags**n > BRUTE_FORCE_LIMIT:
         return None
     run = bethe_loop.mirror_descent(**sequence, energy=energy, **options)
-    to_unary, to_pairwise = bethe_loop.energy_gradient(energy, run.unary, run.pairwise)
+    if options.get("tilt", "gradient") == "dual":
+        to_unary, to_pairwise = run.shift
+    else:
+        to_unary, to_pairwise = bethe_loop.energy_gradient(energy, run.unary, run.pairwise)
     tilted = {"emissions": run.emissions - to_unary, "transitions": run.transitions - to_pairwise}
     log_z = brute_force.log_partition(**tilted)
     partial = log_z - brute_force.log_partition(**tilted, allowed=allowed)
