@@ -35,6 +35,8 @@ PARAMETERS = (
     "threads",
     "solver",
     "measurements",
+    "task",
+    "F",
 )
 COLUMNS = ("machine", "commit", "date", "benchmark", "name", "unit", "value", *PARAMETERS)
 

@@ -256,6 +256,64 @@ def _citation(args: argparse.Namespace) -> int:
     return 0
 
 
+def _newton_train(args: argparse.Namespace) -> int:
+    from .data.registry import load
+    from .environment import set_threads
+    from .newton import experiment
+
+    set_threads(1)
+    settings = _experiment_settings(experiment.Settings(), args.set)
+    if settings.backend == "jax" or "lbfgs-optax" in settings.solvers:
+        import jax
+
+        jax.config.update("jax_enable_x64", True)  # the objective is float64
+    tables = experiment.train(load("conll03-ner", args.data_dir), settings, progress=_solver_progress())
+    io.write_csv(args.out_dir / "trace.csv", tables["trace"])
+    io.write_csv(
+        args.out_dir / "solvers.csv", tables["solvers"]
+    )  # last: the pipeline's sign of a finished run
+    print(
+        tables["solvers"][["solver", "objective", "iterations", "seconds", "test_f1"]].to_string(index=False)
+    )
+    print(f"-> {args.out_dir}")
+    return 0
+
+
+def _solver_progress() -> Callable[[str, dict], None]:
+    """A tqdm bar per solver: its iterations, with objective, ‖∇f‖ and passes."""
+    from tqdm.auto import tqdm
+
+    bars: dict[str, tqdm] = {}
+
+    def update(solver: str, row: dict) -> None:
+        bar = bars.get(solver)
+        if bar is None:
+            for other in bars.values():
+                other.close()
+            bar = bars[solver] = tqdm(desc=solver, unit="it", leave=True)
+        bar.update(1)
+        bar.set_postfix(f=f"{row['objective']:.8g}", g=f"{row['gradient_norm']:.2e}", hv=row["hvp"])
+
+    return update
+
+
+def _newton_cost(args: argparse.Namespace) -> int:
+    from .environment import set_threads
+    from .newton import experiment
+
+    set_threads(1)
+    if args.backend == "jax":
+        import jax
+
+        jax.config.update("jax_enable_x64", True)
+    given = {name: getattr(args, name) for name in ("tokens", "repeats") if getattr(args, name) is not None}
+    table = experiment.cost(experiment.CostGrid(**given), args.backend)
+    io.write_csv(args.out, table)
+    print(table.to_string(index=False))
+    print(f"-> {args.out}")
+    return 0
+
+
 def _experiment_settings(defaults: object, assignments: list[str]) -> object:
     """The experiment's ``Settings`` dataclass ``defaults`` with the ``--set NAME=VALUE``
     assignments applied (values read as YAML), each checked against its field's type."""
@@ -446,6 +504,27 @@ def parser() -> argparse.ArgumentParser:
     citation.add_argument("--data-dir", help="holds umass-citation/ (default: $CRFBENCH_DATA)")
     citation.add_argument("--out-dir", type=output_dir, required=True, help="folder for the run's tables")
     citation.set_defaults(handler=_citation)
+
+    newton = commands.add_parser(
+        "newton", help="the Newton-CRF thesis's solvers on a feature CRF (crfbench.newton)"
+    ).add_subparsers(dest="experiment", required=True)
+    newton_train = newton.add_parser(
+        "train", help="every solver (TRON, L-BFGS, trust-ncg, CRFsuite, Adam) on CoNLL-2003 from λ = 0"
+    )
+    _add_setting_argument(newton_train, "train_sentences=4000 (see crfbench/newton/experiment.py Settings)")
+    newton_train.add_argument("--data-dir", help="holds conll2003/ (default: $CRFBENCH_DATA)")
+    newton_train.add_argument(
+        "--out-dir", type=output_dir, required=True, help="folder for trace.csv and solvers.csv"
+    )
+    newton_train.set_defaults(handler=_newton_train)
+    newton_cost = newton.add_parser("cost", help="seconds of one Hv (DP, autodiff) against one gradient")
+    newton_cost.add_argument(
+        "--backend", choices=["torch", "jax"], default="torch", help="the objective's backend"
+    )
+    newton_cost.add_argument("--tokens", type=positive_int, help="tokens per random corpus (default 4096)")
+    newton_cost.add_argument("--repeats", type=positive_int, help="best of this many calls (default 3)")
+    newton_cost.add_argument("--out", type=output_file, required=True, help="CSV file to write")
+    newton_cost.set_defaults(handler=_newton_cost)
 
     gather = commands.add_parser("aggregate", help="concatenate per-run outputs of one kind into one table")
     gather.add_argument(

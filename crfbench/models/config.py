@@ -103,7 +103,10 @@ def with_overrides(defaults: Any, overrides: Mapping[str, Any], source: str) -> 
     unknown = sorted(set(overrides) - set(known))
     if unknown:
         raise ValueError(f"{source}: unknown setting(s) {unknown}; valid: {', '.join(known)}")
-    instance = dataclasses.replace(defaults, **overrides)
+    try:
+        instance = dataclasses.replace(defaults, **overrides)
+    except ValueError as error:  # the dataclass's own checks (__post_init__)
+        raise ValueError(f"{source}: {error}") from None
     check_field_types(instance, lambda name: f"{source}: {name}")
     return instance
 

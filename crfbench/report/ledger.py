@@ -26,6 +26,8 @@ from ..bethe.ocr import DATASET as OCR_DATASET
 from ..metrics import PRIMARY_METRIC
 from .bethe import OBJECTIVE_TOLERANCE, cgm_speedups, relative_gaps
 from .layout import NER, NER_PARTIAL, POS, SEG, TRAIN_ITERATIONS
+from .newton import LEVELS as NEWTON_LEVELS
+from .newton import cost_ratios, first_reach
 
 #: Half-width, in percentage points, of the band around 0 that counts as "no difference".
 MARGIN = 1.0
@@ -44,6 +46,8 @@ NOT_TESTABLE = "not testable here"
 #: equal (both solvers at rounding once converged).
 SOLVER_BUDGETS = (10, 20, 50)
 GAP_TIE = 1e-9
+#: "The same order as a gradient": the largest Hv / gradient time ratio that counts.
+HV_SAME_ORDER = 3.0
 
 VERDICT_RULE = f"""\
 MARGIN is 1 percentage point; [lo, hi] is the 95% bootstrap interval of our A − B in
@@ -63,6 +67,11 @@ every budget of {", ".join(map(str, SOLVER_BUDGETS))} iterations, not reproduced
 inconclusive. A CGM speed claim's cell (one problem size) is reproduced when the interior point's mean
 seconds over Bethe-RDA's is at least 10 and every trial's two objectives agree to a relative
 {OBJECTIVE_TOLERANCE:g}, inconclusive when an interior-point solve is inaccurate, else not reproduced.
+The Hessian-vector cost claim's cell (one grid point of the Newton cost sweep) is reproduced when one
+DP Hv, its forward–backward sweep included, takes at most {HV_SAME_ORDER:g} times one gradient's
+seconds, else not reproduced. The trust-region Newton claim's cell (one relative suboptimality) is
+reproduced when TRON with DP Hv reaches it no later in seconds than L-BFGS, not reproduced when
+later or never while L-BFGS does, inconclusive when neither does.
 A claim is reproduced when every cell is, not reproduced when some cell is not and none is, mixed
 when some cells are reproduced and some are not, else inconclusive; it is not testable here when its
 method is not built, when it is a GPU claim and no timing ran on CUDA, or when no cell was run."""
@@ -73,7 +82,7 @@ CLAIMS_FILE = "claims.csv"
 CLAIMS_COLUMNS = ("id", "paper", "claim", "comparison", "paper_evidence", "paper_difference", "kind")
 
 #: Papers whose methods this suite implements; claims of the others are not testable here.
-BUILT_PAPERS = ("bcrf", "sparsemap", "bethe")
+BUILT_PAPERS = ("bcrf", "sparsemap", "bethe", "newton")
 #: How a paper's method is named in a "not built" reason (others: the paper column as it is).
 PAPER_LABELS = {"sparsemap": "SparseMAP", "bethe": "Bethe", "newton": "Newton"}
 
@@ -147,12 +156,30 @@ class SolverClaim:
     reference: str = "active-set"
 
 
+@dataclass(frozen=True)
+class HvCostClaim:
+    """One DP Hessian-vector product (its forward–backward sweep included) against one gradient,
+    per grid point of the Newton cost sweep (results/newton/cost.csv): reproduced when the time
+    ratio is at most ``HV_SAME_ORDER``."""
+
+
+@dataclass(frozen=True)
+class NewtonSolverClaim:
+    """TRON (DP Hv) against L-BFGS on the Newton study (results/newton/), per relative
+    suboptimality of ``levels``: the ratio of L-BFGS's seconds to reach it over TRON's."""
+
+    levels: tuple[float, ...] = NEWTON_LEVELS
+    newton: str = "tron"
+    baseline: str = "lbfgs"
+
+
 SUPERVISED = POS + SEG + NER
 #: What each claim of claims.csv (``/work/shared/data/paper/claims.csv``, column ``comparison``)
 #: compares. A claim that names no dataset covers every supervised dataset; the partial-label data
 #: has its own losses (bcrf-8). bcrf-11 names no training loss: both models that BCRF decodes in
 #: Tables 1a-1c. bcrf-9's "bcrf-10" is the bcrf loss at TRAIN_ITERATIONS, as in Table 2.
-CLAIMS: dict[str, AccuracyClaim | SpeedClaim | SparsityClaim | SolverClaim | CgmClaim] = {
+Claim = AccuracyClaim | SpeedClaim | SparsityClaim | SolverClaim | CgmClaim | HvCostClaim | NewtonSolverClaim
+CLAIMS: dict[str, Claim] = {
     "bcrf-1": AccuracyClaim(SUPERVISED, (Comparison("bcrf/viterbi", "crf/viterbi", "equal"),)),
     "bcrf-2": AccuracyClaim(SUPERVISED, (Comparison("crf/bcrf-10", "crf/viterbi", "equal"),)),
     "bcrf-3": AccuracyClaim(SUPERVISED, (Comparison("crf/bcrf-10", "crf/meanfield-10", "higher"),)),
@@ -214,6 +241,10 @@ CLAIMS: dict[str, AccuracyClaim | SpeedClaim | SparsityClaim | SolverClaim | Cgm
     "bethe-4": AccuracyClaim(
         (CITATION_DATASET,), (Comparison("nonlocal-energies/bethe-10", "nonlocal-energies/bethe", "equal"),)
     ),
+    # The thesis's analysis (Chapter IV): an Hv by dynamic programming costs the order of a gradient.
+    "newton-1": HvCostClaim(),
+    # Cited, not measured, by the thesis: TRON is competitive with L-BFGS on CRFs.
+    "newton-2": NewtonSolverClaim(),
     "bcrf-11": AccuracyClaim(
         SUPERVISED,
         (
@@ -544,6 +575,65 @@ def cgm_cells(cgm: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(CELL_COLUMNS))
 
 
+def hv_cost_cells(cost: pd.DataFrame) -> pd.DataFrame:
+    """newton-1's cells: one per grid point of the cost sweep."""
+    rows = []
+    for claim, spec in CLAIMS.items():
+        if not isinstance(spec, HvCostClaim):
+            continue
+        for point in cost_ratios(cost).itertuples(index=False):
+            ratio = float(point.hvp_dp_with_sweep / point.gradient)
+            rows.append(
+                {
+                    "claim": claim,
+                    "dataset": f"random N={point.N} T={point.T} F={point.F}",
+                    "encoder": "",
+                    "a": "hvp-dp (with its sweep)",
+                    "b": "gradient",
+                    "metric": "ratio: Hv / gradient seconds",
+                    "expect": "lower",
+                    "n_seeds": 1,
+                    "difference": ratio,
+                    "verdict": REPRODUCED if ratio <= HV_SAME_ORDER else NOT_REPRODUCED,
+                }
+            )
+    return pd.DataFrame(rows, columns=list(CELL_COLUMNS))
+
+
+def newton_solver_cells(trace: pd.DataFrame, solvers: pd.DataFrame) -> pd.DataFrame:
+    """newton-2's cells: one per suboptimality level (the ratio NaN when a solver never reached it)."""
+    rows = []
+    for claim, spec in CLAIMS.items():
+        if not isinstance(spec, NewtonSolverClaim):
+            continue
+        if not {spec.newton, spec.baseline} <= set(solvers["solver"]):
+            continue
+        for level in spec.levels:
+            seconds = first_reach(trace, solvers, level).set_index("solver")["seconds"]
+            newton, baseline = seconds[spec.newton], seconds[spec.baseline]
+            if np.isnan(newton) and np.isnan(baseline):
+                found = INCONCLUSIVE
+            elif np.isnan(baseline) or (not np.isnan(newton) and newton <= baseline):
+                found = REPRODUCED
+            else:
+                found = NOT_REPRODUCED
+            rows.append(
+                {
+                    "claim": claim,
+                    "dataset": f"conll03-ner, (f − f*)/f* ≤ {level:g}",
+                    "encoder": "",
+                    "a": spec.newton,
+                    "b": spec.baseline,
+                    "metric": "ratio: L-BFGS / TRON seconds",
+                    "expect": "higher",
+                    "n_seeds": 1,
+                    "difference": baseline / newton,
+                    "verdict": found,
+                }
+            )
+    return pd.DataFrame(rows, columns=list(CELL_COLUMNS))
+
+
 def speedups(timing: pd.DataFrame, spec: SpeedClaim) -> pd.DataFrame:
     """dataset, encoder and speed-up (baseline / compared median seconds, over rounds and the cell's
     timing runs) for each (dataset, encoder) that timed both names of one of ``spec.pairs``."""
@@ -573,6 +663,8 @@ def _cells_range(cells: pd.DataFrame) -> str:
         if metric.startswith("Wolfe gap")  # gaps span orders of magnitude
         else _range(group["difference"], "x{:.0f}")
         if metric.startswith("speed-up")
+        else _range(group["difference"], "x{:.2f}")
+        if metric.startswith("ratio")
         else _range(group["difference"].round(1) + 0.0, "{:+.1f}")  # no "-0.0"
         for metric, group in cells.groupby("metric", sort=False)
     }
@@ -600,8 +692,12 @@ def _speed_status(spec: SpeedClaim, gpu: bool, timing: pd.DataFrame) -> dict[str
     return _status(_range(ratios, "x{:.2f}"), len(ratios), overall_verdict(verdicts))
 
 
-def _no_cell_reason(spec: AccuracyClaim | SparsityClaim | SolverClaim | CgmClaim) -> str:
+def _no_cell_reason(spec: Claim) -> str:
     """Why a claim has no cell in this profile: what it needs that was not run."""
+    if isinstance(spec, HvCostClaim):
+        return "the Newton cost sweep (crfbench newton cost) did not run in this profile"
+    if isinstance(spec, NewtonSolverClaim):
+        return f"the Newton study (crfbench newton train) did not run {spec.newton} and {spec.baseline}"
     if isinstance(spec, CgmClaim):
         return "the CGM experiment (crfbench bethe cgm) did not run in this profile"
     if isinstance(spec, SparsityClaim):
@@ -641,6 +737,7 @@ def claim_ledger(
     curves: pd.DataFrame | None = None,
     sweep: pd.DataFrame | None = None,
     cgm: pd.DataFrame | None = None,
+    newton: tuple[pd.DataFrame | None, pd.DataFrame | None, pd.DataFrame | None] = (None, None, None),
     margin: float = MARGIN,
     resamples: int = RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
@@ -652,7 +749,8 @@ def claim_ledger(
     ``sentences``: see :func:`accuracy_cells`; ``timing``: results/timing.csv (dataset, encoder_name,
     kind, name, iterations, round, seconds, device); ``tasks``: dataset -> "pos", "seg" or "ner";
     ``curves`` and ``sweep``: results/curves.csv and sweep.csv, for the sparsity and solver claims;
-    ``cgm``: results/bethe/cgm.csv, for the CGM speed claim.
+    ``cgm``: results/bethe/cgm.csv, for the CGM speed claim; ``newton``: results/newton/'s trace,
+    solvers and cost tables (``report.newton.read_newton``), for the Newton claims.
     """
     order = {claim_id: position for position, claim_id in enumerate(claims["id"])}
     parts = [accuracy_cells(sentences, tasks, margin=margin, resamples=resamples, seed=seed)]
@@ -662,6 +760,11 @@ def claim_ledger(
         parts.append(solver_cells(sweep))
     if cgm is not None:
         parts.append(cgm_cells(cgm))
+    trace, solvers, cost = newton
+    if trace is not None and solvers is not None:
+        parts.append(newton_solver_cells(trace, solvers))
+    if cost is not None:
+        parts.append(hv_cost_cells(cost))
     cells = pd.concat([part for part in parts if not part.empty] or parts[:1], ignore_index=True)
     cells = cells[cells["claim"].isin(order)]
     cells = cells.sort_values("claim", key=lambda ids: ids.map(order), kind="stable", ignore_index=True)

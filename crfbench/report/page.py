@@ -15,6 +15,7 @@ from .bethe import BETHE_INTRO
 from .figures import Drawn
 from .inputs import AGREEMENT_TABLE
 from .ledger import VERDICT_RULE
+from .newton import NEWTON_INTRO
 from .render import GENERATED, html_fragment
 from .tables import Table
 
@@ -83,6 +84,7 @@ class Report:
     figures: tuple[Drawn, ...]
     summaries: tuple[tuple[str, str, pd.DataFrame], ...]  # asv scaling summaries: (file stem, title, table)
     bethe: tuple[tuple[str, str, pd.DataFrame], ...]  # the Bethe paper's tables: (file stem, title, table)
+    newton: tuple[tuple[str, str, pd.DataFrame], ...]  # the Newton study's tables, likewise
     notes: Mapping[str, Sequence[str]]
     missing: tuple[str, ...]
     sources: pd.DataFrame
@@ -138,6 +140,7 @@ def index_html(report: Report) -> str:
         ]
         + [
             '<li><a href="#bethe">Bethe projections</a></li>',
+            '<li><a href="#newton">Newton methods for CRFs</a></li>',
             '<li><a href="#scaling">Scaling (asv suite)</a></li>',
             '<li><a href="#agreement">Agreement between implementations</a></li>',
             '<li><a href="#figures">Figures</a></li>',
@@ -154,6 +157,7 @@ def index_html(report: Report) -> str:
     ]
     summaries = _html_sections(report.summaries)
     bethe = _html_sections(report.bethe)
+    newton = _html_sections(report.newton)
     figures = [
         f'<figure><img src="{html.escape(drawn.path.as_posix())}" alt="{html.escape(drawn.caption)}">'
         f"<figcaption>{html.escape(drawn.caption)}</figcaption></figure>"
@@ -192,6 +196,10 @@ def index_html(report: Report) -> str:
         '<section id="bethe"><h2>Bethe projections</h2>',
         f"<p>{html.escape(BETHE_INTRO)}</p>",
         *(bethe or ["<p>No experiment of the Bethe paper ran.</p>"]),
+        "</section>",
+        '<section id="newton"><h2>Newton methods for CRFs</h2>',
+        f"<p>{html.escape(NEWTON_INTRO)}</p>",
+        *(newton or ["<p>The Newton-CRF study did not run.</p>"]),
         "</section>",
         '<section id="scaling"><h2>Scaling (asv suite)</h2>',
         f"<p>{html.escape(SCALING_INTRO)}</p>",
@@ -294,6 +302,8 @@ def readme(report: Report) -> str:
         lines.append(f"- Table {table.spec.id}: {table.spec.title} — {links}")
     lines += ["", "## Bethe projections", "", BETHE_INTRO, ""]
     lines += _markdown_sections(report.bethe, "No experiment of the Bethe paper ran.")
+    lines += ["## Newton methods for CRFs", "", NEWTON_INTRO, ""]
+    lines += _markdown_sections(report.newton, "The Newton-CRF study did not run.")
     lines += ["## Scaling (asv suite)", "", SCALING_INTRO, ""]
     lines += _markdown_sections(report.summaries, "No asv scaling results.")
     lines += ["## Agreement between implementations", ""]

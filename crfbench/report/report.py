@@ -35,6 +35,7 @@ from .inputs import (
 )
 from .layout import TABLES, TASKS
 from .ledger import CLAIMS_COLUMNS, CLAIMS_FILE, claim_ledger, ledger_csv
+from .newton import newton_figures, newton_sections, read_newton
 from .page import LEDGER_FILES, NO_AGREEMENT, Report, index_html, readme, table_file
 from .paper import load_paper
 from .render import csv_text, latex, markdown
@@ -117,6 +118,9 @@ def render_report(
     bethe = bethe_sections(results_dir, paper_csv)
     if not bethe:
         absent.append("results/bethe/ holds no experiment of the Bethe paper: no Bethe tables.")
+    newton = newton_sections(results_dir)
+    if not newton:
+        absent.append("results/newton/ holds no Newton-CRF study: no Newton tables.")
     metrics, timing = files[METRICS_TABLE], files[TIMING_TABLE]
     stats = {
         "score": score_stats(metrics),
@@ -135,6 +139,7 @@ def render_report(
         curves=curves,
         sweep=sweep,
         cgm=read_cgm(results_dir),
+        newton=read_newton(results_dir),
     )
     tables = [build_table(spec, stats[spec.kind], paper) for spec in TABLES]
     shown = [table for table in tables if table.has_columns]
@@ -164,6 +169,7 @@ def render_report(
         figures += speedup_figure(by_id["3"], figures_dir / "speedup-decode.png")
     figures += scaling_figures(scaling, figures_dir)
     figures += bethe_figures(results_dir, figures_dir)
+    figures += newton_figures(results_dir, figures_dir)
     training = {
         "convergence": convergence_table(curves),
         "sweep": sweep_table(sweep),
@@ -171,7 +177,7 @@ def render_report(
     }
     summaries = summary_tables(scaling)
     frames = training | {stem: frame for stem, (_, frame) in summaries.items()}
-    frames |= {stem: frame for stem, _, frame in bethe}
+    frames |= {stem: frame for stem, _, frame in bethe + newton}
     for stem, frame in frames.items():
         written += _write_frame(out_dir / "tables" / stem, frame)
 
@@ -182,6 +188,7 @@ def render_report(
         figures=tuple(replace(drawn, path=drawn.path.relative_to(out_dir)) for drawn in figures),
         summaries=tuple((stem, title, frame) for stem, (title, frame) in summaries.items()),
         bethe=tuple(bethe),
+        newton=tuple(newton),
         notes=notes,
         missing=tuple(
             absent + [line for table in tables for line in missing(table)] + provenance.warnings(files)

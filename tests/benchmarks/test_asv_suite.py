@@ -19,7 +19,7 @@ import pytest
 from benchmarks import common
 
 ROOT = Path(__file__).resolve().parents[2]
-MODULES = ("bench_inference", "bench_quality", "bench_roofline", "bench_peers")
+MODULES = ("bench_inference", "bench_quality", "bench_roofline", "bench_peers", "bench_newton")
 
 
 def test_an_unknown_profile_is_named(monkeypatch):

@@ -186,9 +186,12 @@ def test_every_field_is_type_checked(cls) -> None:
         (["bethe", "ocr", "--fold", "0", "--set", "max_train_words=many"], "max_train_words"),
         (["bethe", "citation", "--set", "epochs=3"], "['epochs']"),
         (["bethe", "citation", "--set", "caps"], "expected key=value"),
+        (["newton", "train", "--set", "train_sentences=many"], "train_sentences"),
+        (["newton", "train", "--set", "solvers=[tron, newton]"], "solvers: unknown ['newton']"),
+        (["newton", "train", "--set", "backend=numpy"], "backend: expected torch or jax"),
     ],
 )
-def test_a_bad_bethe_setting_is_refused_before_anything_is_read(capsys, tmp_path, argv, named):
+def test_a_bad_experiment_setting_is_refused_before_anything_is_read(capsys, tmp_path, argv, named):
     """``--set`` overrides of an experiment's Settings are checked first: one line naming the
     setting, no output folder's content (the data dir does not even exist)."""
     out = tmp_path / "out"

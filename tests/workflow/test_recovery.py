@@ -77,19 +77,23 @@ def canonical(value: object) -> object:
 
 def comparable_results(workdir: Path) -> dict[str, object]:
     """Every result file, less what measures wall-clock time (timing tables, the per-epoch
-    ``seconds`` that ``train.json``, ``checkpoint.pt``, ``curves.csv`` and the Bethe experiments'
-    tables record, the sweep's ``seconds`` rows) and the logs;
+    ``seconds`` that ``train.json``, ``checkpoint.pt``, ``curves.csv``, the Bethe experiments' and
+    the Newton study's tables record, the sweep's ``seconds`` rows, the Newton cost sweep) and the logs;
     reports/ is drawn from these and the timings. Files compare byte for byte, checkpoints by
     their content."""
     results: dict[str, object] = {}
     for path in sorted((workdir / RESULTS).rglob("*")):
         relative = path.relative_to(workdir / RESULTS)
-        if not path.is_file() or relative.parts[0] in {"logs", "timing"} or path.name == "timing.csv":
+        if (
+            not path.is_file()
+            or relative.parts[0] in {"logs", "timing"}
+            or path.name in {"timing.csv", "cost.csv"}
+        ):
             continue
         if path.name == "train.json":
             summary = json.loads(path.read_bytes())
             results[str(relative)] = summary | {"history": without_seconds(summary["history"])}
-        elif path.name == "curves.csv" or relative.parts[0] == "bethe":
+        elif path.name == "curves.csv" or relative.parts[0] in {"bethe", "newton"}:
             results[str(relative)] = (
                 pd.read_csv(path).drop(columns="seconds", errors="ignore").to_csv(index=False)
             )

@@ -201,11 +201,24 @@ def bethe_tables():
     return [path for name, paths in tables.items() if name in BETHE for path in paths]
 
 
-def bethe_settings(experiment):
-    """The command-line overrides (``--set NAME=VALUE``, quoted) of the experiment's ``settings``
-    mapping in the config."""
-    settings = BETHE.get(experiment, {}).get("settings", {})
+def set_arguments(settings):
+    """The command-line overrides (``--set NAME=VALUE``, quoted) of a ``settings`` mapping."""
     return " ".join(f"--set {shlex.quote(f'{name}={json.dumps(value)}')}" for name, value in settings.items())
+
+
+def bethe_settings(experiment):
+    """The overrides of the Bethe experiment's ``settings`` mapping in the config."""
+    return set_arguments(BETHE.get(experiment, {}).get("settings", {}))
+
+
+# The Newton-CRF study (rules/newton.smk).
+NEWTON = config.get("newton", {})
+
+
+def newton_tables():
+    """The result tables of the Newton study's parts the config asks for."""
+    tables = {"train": list(rules.newton_train.output), "cost": list(rules.newton_cost.output)}
+    return [path for name, paths in tables.items() if name in NEWTON for path in paths]
 
 
 def ocr_folds(name):

@@ -65,6 +65,7 @@ rule report:
         agreement=f"{RESULTS}/agreement/agreement.csv",
         scaling=lambda w: [rules.scaling_table.output[0]] if asv_result_files() else [],
         bethe=bethe_tables(),
+        newton=newton_tables(),
     output:
         f"{REPORTS}/index.html",
         f"{REPORTS}/README.md",

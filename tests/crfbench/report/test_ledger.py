@@ -256,7 +256,7 @@ def test_summary_of_testable_and_untestable_claims():
     )
     assert tuple(rows.loc["newton-1", ["verdict", "reason"]]) == (
         NOT_TESTABLE,
-        "method not built yet (Newton)",
+        "the Newton cost sweep (crfbench newton cost) did not run in this profile",
     )
     assert set(cells["claim"]) == {"bcrf-2"}
 

@@ -1,0 +1,33 @@
+# The Newton-CRF study (crfbench newton ...), its tables in results/newton/. Both jobs time solvers
+# or products on one thread: like the CGM job they take every core, so that nothing runs beside them,
+# and come last.
+rule newton_train:
+    output:
+        trace=f"{RESULTS}/newton/trace.csv",
+        solvers=f"{RESULTS}/newton/solvers.csv",
+    params:
+        cli=CRFBENCH,
+        data_dir=data_dir(),
+        out_dir=lambda w, output: os.path.dirname(output.solvers),
+        settings=set_arguments(NEWTON.get("train", {}).get("settings", {})),
+    log:
+        f"{RESULTS}/logs/newton/train.log",
+    threads: workflow.cores
+    priority: -1
+    shell:
+        "CRFBENCH_DATA={params.data_dir:q} {params.cli} newton train {params.settings} "
+        "--out-dir {params.out_dir} > {log} 2>&1"
+
+
+rule newton_cost:
+    output:
+        f"{RESULTS}/newton/cost.csv",
+    params:
+        cli=CRFBENCH,
+        options=" ".join(f"--{name} {value}" for name, value in NEWTON.get("cost", {}).items()),
+    log:
+        f"{RESULTS}/logs/newton/cost.log",
+    threads: workflow.cores
+    priority: -1
+    shell:
+        "{params.cli} newton cost {params.options} --out {output} > {log} 2>&1"
