@@ -27,6 +27,8 @@ class NewtonHessianVector:
     params = (TASKS, GRID.lengths, GRID.num_tags, ATTRIBUTES)
     param_names = ("task", "N", "T", "F")
     timeout = 300.0
+    repeat = GRID.repeat
+    rounds = GRID.rounds
 
     def setup(self, task: str, length: int, num_tags: int, attributes: int) -> None:
         use_device("torch", "cpu")
