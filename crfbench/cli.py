@@ -257,11 +257,15 @@ def _citation(args: argparse.Namespace) -> int:
 
 
 def _newton_train(args: argparse.Namespace) -> int:
+    import logging
+
     from .data.registry import load
     from .environment import set_threads
     from .newton import experiment
 
     set_threads(1)
+    logging.basicConfig(format="%(message)s")
+    logging.getLogger("crfbench.newton").setLevel(logging.INFO)  # TRON's radius and CG steps
     settings = _experiment_settings(experiment.Settings(), args.set)
     if settings.backend == "jax" or "lbfgs-optax" in settings.solvers:
         import jax

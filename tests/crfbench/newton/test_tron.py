@@ -132,3 +132,12 @@ def test_with_liblinears_cg_tolerance_tron_converges_linearly_to_its_tolerance()
     assert result.converged and result.gradient_norm <= 1e-6 * g0
     norms = [it.gradient_norm for it in result.history]
     assert all(b < 0.5 * a for a, b in itertools.pairwise(norms)), norms
+
+
+def test_every_outer_iteration_is_logged_with_its_radius_and_cg_steps(caplog):
+    value, value_and_gradient, hvp, _, _ = _quadratic(7)
+    with caplog.at_level("INFO", logger="crfbench.newton.tron"):
+        result = tron.tron(value, value_and_gradient, hvp, np.zeros(6), tron.Settings(epsilon=1e-10))
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("tron ")]
+    assert len(lines) == len(result.history)
+    assert all("radius" in line and " cg " in line for line in lines)
