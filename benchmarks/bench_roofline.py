@@ -13,10 +13,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from crfbench.timing import best_seconds
+
 from .common import (
     DEVICES,
     GRID,
-    best_seconds,
     jax,
     operation,
     random_scores,

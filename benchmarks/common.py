@@ -17,7 +17,6 @@ import os
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
-import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from typing import Any, NamedTuple  # noqa: E402
@@ -238,13 +237,3 @@ def _torch_operation(
         return result
 
     return call
-
-
-def best_seconds(call: Callable[[], Any], repeats: int = 5) -> float:
-    """Fastest of ``repeats`` timed calls (for ``track_`` benchmarks that derive a rate)."""
-    times = []
-    for _ in range(repeats):
-        began = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - began)
-    return min(times)

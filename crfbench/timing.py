@@ -43,6 +43,16 @@ from .objectives import DECODERS, LOSSES, describe, is_partial, training_loss
 from .train import load_model
 
 
+def best_seconds(call: Callable[[], object], repeats: int = 5) -> float:
+    """Fastest of ``repeats`` timed calls of ``call`` (a minimum: the least disturbed run)."""
+    times = []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - began)
+    return min(times)
+
+
 def default_losses(partial: bool) -> tuple[str, ...]:
     """Losses that apply to fully or partially annotated training data."""
     return tuple(name for name in LOSSES if is_partial(name) == partial)

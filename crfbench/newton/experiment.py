@@ -15,7 +15,6 @@ sweep, and one forward-over-reverse autodiff Hv: the thesis's "same complexity a
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +28,7 @@ import implementations
 
 from ..data.types import Dataset, Sentence
 from ..metrics import entity_scores
+from ..timing import best_seconds
 from .features import FeatureCorpus, Vocabulary, crfsuite_items, featurize
 from .problem import Layout
 from .solvers import SOLVERS, Budget, run_solver
@@ -123,12 +123,13 @@ def train(
             progress=None if progress is None else (lambda row, solver=solver: progress(solver, row)),
         )
         traces.append(pd.DataFrame(run.rows).assign(solver=solver))
+        final_value, final_gradient = objective.value_and_gradient(run.x)  # recomputed by our code
         last = run.rows[-1]
         summary.append(
             {
                 "solver": solver,
-                "objective": objective.value(run.x),
-                "gradient_norm": float(np.linalg.norm(objective.value_and_gradient(run.x)[1])),
+                "objective": final_value,
+                "gradient_norm": float(np.linalg.norm(final_gradient)),
                 "iterations": last["iteration"],
                 "seconds": last["seconds"],
                 **{kind: last[kind] for kind in ("function", "gradient", "hvp")},
@@ -183,15 +184,6 @@ def random_corpus(
     )
 
 
-def _best_of(repeats: int, work: Callable[[], object]) -> float:
-    times = []
-    for _ in range(repeats):
-        began = time.perf_counter()
-        work()
-        times.append(time.perf_counter() - began)
-    return min(times)
-
-
 def hv_tasks(objective: Any, x: np.ndarray, v: np.ndarray) -> dict[str, Callable[[], object]]:
     """The four timed calls at (x, v): a gradient, a DP Hv on the sweeps a gradient call stored, a
     DP Hv with its sweep, and an autodiff Hv."""
@@ -210,7 +202,7 @@ def _seconds(objective: Any, x: np.ndarray, v: np.ndarray, repeats: int) -> dict
     for task in work.values():
         task()
     objective.value_and_gradient(x)
-    return {name: _best_of(repeats, task) for name, task in work.items()}
+    return {name: best_seconds(task, repeats) for name, task in work.items()}
 
 
 def cost(grid: CostGrid = CostGrid(), backend: str = "torch", seed: int = 0) -> pd.DataFrame:

@@ -8,7 +8,6 @@ checks and never switches on itself.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
 import jax
@@ -16,8 +15,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from . import problem
 from .features import FeatureCorpus
-from .problem import Bucket, Layout, buckets, gold_counts
+from .problem import Bucket
 
 
 @jax.tree_util.register_dataclass
@@ -136,30 +136,21 @@ def _tangent(sweep: _Sweep, mask: jax.Array, e: jax.Array, a_dot: jax.Array) -> 
     return node_dot, (sweep.pair()[:, 1:] * centred).sum((0, 1))
 
 
-class Objective:
-    """Eq. 3.1 on a corpus, as ``torch_objective.Objective`` (same methods, counts and results)."""
+class Objective(problem.Objective):
+    """Eq. 3.1 on a corpus in jax, as ``torch_objective.Objective`` (same methods, counts and results)."""
 
     def __init__(self, corpus: FeatureCorpus, sigma: float, max_tokens: int = 8192):
-        if not sigma > 0:
-            raise ValueError(f"sigma must be > 0, got {sigma}")
         if not jax.config.jax_enable_x64:
             raise ValueError(
                 "the jax objective is float64: call jax.config.update('jax_enable_x64', True) first"
             )
-        self.layout = Layout(corpus.num_attributes, corpus.num_tags)
-        self.sigma = float(sigma)
-        self.data = [_Data.of(bucket) for bucket in buckets(corpus, max_tokens)]
-        self.gold = jnp.asarray(gold_counts(corpus))
-        self.counts: Counter[str] = Counter()
-        self._linearized: tuple[np.ndarray, list[_Sweep]] | None = None
-        self._value = jax.jit(self.function)
-        self._value_and_gradient = jax.jit(self._sweeps)
-        self._hvp = jax.jit(self._hvp_at)
-        self._hvp_autodiff = jax.jit(lambda x, v: jax.jvp(jax.grad(self.function), (x,), (v,))[1])
-
-    @property
-    def size(self) -> int:
-        return self.layout.size
+        super().__init__(corpus, sigma)
+        self.data = [_Data.of(bucket) for bucket in problem.buckets(corpus, max_tokens)]
+        self.gold = jnp.asarray(problem.gold_counts(corpus))
+        self._jit_value = jax.jit(self.function)
+        self._jit_sweeps = jax.jit(self._sweeps)
+        self._jit_hvp = jax.jit(self._tangents)
+        self._jit_hvp_autodiff = jax.jit(lambda x, v: jax.jvp(jax.grad(self.function), (x,), (v,))[1])
 
     def function(self, flat: jax.Array) -> jax.Array:
         """L(λ) as a jax function of the flat parameters (jit-able and differentiable: what
@@ -180,7 +171,7 @@ class Objective:
         value = flat @ flat / (2 * self.sigma**2) + log_z - flat @ self.gold
         return value, flat / self.sigma**2 + expected - self.gold, sweeps
 
-    def _hvp_at(self, sweeps: list[_Sweep], tangent: jax.Array) -> jax.Array:
+    def _tangents(self, sweeps: list[_Sweep], tangent: jax.Array) -> jax.Array:
         tangent_w, tangent_a = self.layout.split(tangent)
         parts = [
             _tangent(s, d.mask, d.emissions(tangent_w), tangent_a)
@@ -192,26 +183,16 @@ class Objective:
         pair = sum(p for _, p in parts)
         return tangent / self.sigma**2 + jnp.concatenate([node.ravel(), pair.ravel()])
 
-    def value(self, x: np.ndarray) -> float:
-        """L(λ), one forward pass."""
-        self.counts["function"] += 1
-        return float(self._value(jnp.asarray(x)))
+    def _value(self, x: np.ndarray) -> float:
+        return float(self._jit_value(jnp.asarray(x)))
 
-    def value_and_gradient(self, x: np.ndarray) -> tuple[float, np.ndarray]:
-        """L(λ) and ∇L(λ), one forward–backward; keeps the sweeps for ``hvp``."""
-        self.counts["gradient"] += 1
-        value, gradient, sweeps = self._value_and_gradient(jnp.asarray(x))
-        self._linearized = (np.array(x, dtype=np.float64, copy=True), sweeps)
-        return float(value), np.asarray(gradient)
+    def _value_gradient_sweeps(self, x: np.ndarray) -> tuple[float, np.ndarray, list[_Sweep]]:
+        value, gradient, sweeps = self._jit_sweeps(jnp.asarray(x))
+        return float(value), np.asarray(gradient), sweeps
 
-    def hvp(self, x: np.ndarray, v: np.ndarray) -> np.ndarray:
-        """∇²L(λ)·v by the dynamic program, on the stored sweeps at this λ (run again if elsewhere)."""
-        if self._linearized is None or not np.array_equal(self._linearized[0], x):
-            self.value_and_gradient(x)
-        self.counts["hvp"] += 1
-        return np.asarray(self._hvp(self._linearized[1], jnp.asarray(v)))
+    def _hvp_at(self, sweeps: list[_Sweep], v: np.ndarray) -> np.ndarray:
+        return np.asarray(self._jit_hvp(sweeps, jnp.asarray(v)))
 
-    def hvp_autodiff(self, x: np.ndarray, v: np.ndarray) -> np.ndarray:
-        """∇²L(λ)·v by forward-over-reverse autodiff (``jax.jvp`` of ``jax.grad``) of the forward pass."""
-        self.counts["hvp"] += 1
-        return np.asarray(self._hvp_autodiff(jnp.asarray(x), jnp.asarray(v)))
+    def _hvp_autodiff(self, x: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """``jax.jvp`` of ``jax.grad``."""
+        return np.asarray(self._jit_hvp_autodiff(jnp.asarray(x), jnp.asarray(v)))

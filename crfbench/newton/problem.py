@@ -1,5 +1,6 @@
-"""What the backends' objectives share: the flat parameter layout, length buckets and the gold
-feature counts of a ``FeatureCorpus`` (NumPy, computed once per corpus).
+"""What the backends' objectives share: the flat parameter layout, length buckets, the gold
+feature counts of a ``FeatureCorpus`` (NumPy, computed once per corpus), and ``Objective``, the
+bookkeeping around a backend's numerics (pass counts, the sweeps kept for Hv).
 
 Parameters λ are one flat float64 vector ``[W.ravel(), A.ravel()]``: W (F, T) the emission weights
 (a row per attribute), A (T, T) the transition weights ``A[previous, next]``. The objective is the
@@ -8,7 +9,10 @@ thesis's Eq. 3.1, ``‖λ‖² / (2σ²) + Σ_i (log Z(xⁱ) − f(yⁱ, xⁱ)�
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -96,3 +100,64 @@ def gold_counts(corpus: FeatureCorpus) -> np.ndarray:
     nexts = np.flatnonzero(follows)
     np.add.at(transition, (corpus.tags[nexts - 1], corpus.tags[nexts]), 1.0)
     return flat
+
+
+class Objective(ABC):
+    """Eq. 3.1 on a corpus over flat NumPy float64 vectors: value, gradient, DP and autodiff Hv.
+
+    ``counts`` tallies the passes over the data by kind: ``function`` (forward only),
+    ``gradient`` (forward–backward, which also yields the value) and ``hvp``. ``value_and_gradient``
+    keeps its sweeps, on which ``hvp`` at the same λ runs (elsewhere it sweeps again first). A
+    backend (``torch_objective``, ``jax_objective``) implements the four numerical methods below
+    on its own arrays, NumPy in and out.
+    """
+
+    def __init__(self, corpus: FeatureCorpus, sigma: float):
+        if not sigma > 0:
+            raise ValueError(f"sigma must be > 0, got {sigma}")
+        self.layout = Layout(corpus.num_attributes, corpus.num_tags)
+        self.sigma = float(sigma)
+        self.counts: Counter[str] = Counter()
+        self._linearized: tuple[np.ndarray, Any] | None = None
+
+    @property
+    def size(self) -> int:
+        return self.layout.size
+
+    def value(self, x: np.ndarray) -> float:
+        """L(λ), one forward pass."""
+        self.counts["function"] += 1
+        return self._value(x)
+
+    def value_and_gradient(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        """L(λ) and ∇L(λ) = λ/σ² + E[f] − f(y), one forward–backward; keeps the sweeps for ``hvp``."""
+        self.counts["gradient"] += 1
+        value, gradient, sweeps = self._value_gradient_sweeps(x)
+        self._linearized = (np.array(x, dtype=np.float64, copy=True), sweeps)
+        return value, gradient
+
+    def hvp(self, x: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """∇²L(λ)·v by the dynamic program, on the sweeps of the last ``value_and_gradient`` at
+        this λ (run again if it was elsewhere)."""
+        if self._linearized is None or not np.array_equal(self._linearized[0], x):
+            self.value_and_gradient(x)
+        self.counts["hvp"] += 1
+        return self._hvp_at(self._linearized[1], v)
+
+    def hvp_autodiff(self, x: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """∇²L(λ)·v by forward-over-reverse autodiff of the forward pass (no tangent recursion of
+        the dynamic program): the independent check."""
+        self.counts["hvp"] += 1
+        return self._hvp_autodiff(x, v)
+
+    @abstractmethod
+    def _value(self, x: np.ndarray) -> float: ...
+
+    @abstractmethod
+    def _value_gradient_sweeps(self, x: np.ndarray) -> tuple[float, np.ndarray, Any]: ...
+
+    @abstractmethod
+    def _hvp_at(self, sweeps: Any, v: np.ndarray) -> np.ndarray: ...
+
+    @abstractmethod
+    def _hvp_autodiff(self, x: np.ndarray, v: np.ndarray) -> np.ndarray: ...

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import scipy.optimize
@@ -33,22 +33,9 @@ import torch
 
 from . import tron as tron_module
 from .features import Vocabulary
-from .problem import Layout
+from .problem import Layout, Objective
 
 SOLVERS = ("tron", "tron-autodiff", "trust-ncg", "lbfgs", "lbfgs-optax", "crfsuite", "adam")
-
-
-class Objective(Protocol):
-    """What a solver needs of a backend's objective (``torch_objective.Objective``)."""
-
-    layout: Layout
-    sigma: float
-    counts: Any
-
-    def value(self, x: np.ndarray) -> float: ...
-    def value_and_gradient(self, x: np.ndarray) -> tuple[float, np.ndarray]: ...
-    def hvp(self, x: np.ndarray, v: np.ndarray) -> np.ndarray: ...
-    def hvp_autodiff(self, x: np.ndarray, v: np.ndarray) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -201,9 +188,11 @@ def _optax_lbfgs(
     import jax
     import optax
 
-    function = getattr(objective, "function", None)
-    if function is None or not hasattr(objective, "gold") or not isinstance(objective.gold, jax.Array):
+    from .jax_objective import Objective as JaxObjective
+
+    if not isinstance(objective, JaxObjective):
         raise ValueError("solver 'lbfgs-optax' needs the jax backend's objective")
+    function = objective.function
     solver = optax.lbfgs(memory_size=10)
     value_and_grad = optax.value_and_grad_from_state(function)
 

@@ -23,15 +23,15 @@ forward pass, no tangent recursion) is the independent check.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from . import problem
 from .features import FeatureCorpus
-from .problem import Bucket, Layout, buckets, gold_counts
+from .problem import Bucket
 
 DTYPE = torch.float64
 
@@ -144,38 +144,27 @@ def _tangent(
     return node_dot, (pair * centred).sum((0, 1))
 
 
-class Objective:
-    """Eq. 3.1 on a corpus: value, gradient, DP and autodiff Hv, over flat NumPy float64 vectors.
-
-    ``counts`` tallies the passes over the data by kind: ``function`` (forward only),
-    ``gradient`` (forward–backward, which also yields the value) and ``hvp``.
-    """
+class Objective(problem.Objective):
+    """Eq. 3.1 on a corpus in torch (``problem.Objective`` says what each method counts and keeps)."""
 
     def __init__(self, corpus: FeatureCorpus, sigma: float, max_tokens: int = 8192):
-        if not sigma > 0:
-            raise ValueError(f"sigma must be > 0, got {sigma}")
-        self.layout = Layout(corpus.num_attributes, corpus.num_tags)
-        self.sigma = float(sigma)
-        self.data = [_Data.of(bucket) for bucket in buckets(corpus, max_tokens)]
-        self.gold = torch.from_numpy(gold_counts(corpus))
-        self.counts: Counter[str] = Counter()
-        self._linearized: tuple[np.ndarray, list[_Sweep]] | None = None
-
-    @property
-    def size(self) -> int:
-        return self.layout.size
+        super().__init__(corpus, sigma)
+        self.data = [_Data.of(bucket) for bucket in problem.buckets(corpus, max_tokens)]
+        self.gold = torch.from_numpy(problem.gold_counts(corpus))
 
     def _penalty(self, flat: Tensor) -> Tensor:
         return flat.dot(flat) / (2 * self.sigma**2)
 
-    def value(self, x: np.ndarray) -> float:
-        """L(λ), one forward pass."""
-        self.counts["function"] += 1
+    def function(self, flat: Tensor) -> Tensor:
+        """L(λ) as plain differentiable torch operations (the log-space forward pass)."""
+        weights, transitions = self.layout.split(flat)
+        log_z = sum(_forward(d.emissions(weights), transitions, d, keep=False)[2].sum() for d in self.data)
+        return self._penalty(flat) + log_z - flat.dot(self.gold)
+
+    def _value(self, x: np.ndarray) -> float:
         return float(self.function(torch.tensor(x, dtype=DTYPE)))
 
-    def value_and_gradient(self, x: np.ndarray) -> tuple[float, np.ndarray]:
-        """L(λ) and ∇L(λ) = λ/σ² + E[f] − f(y), one forward–backward; keeps the sweeps for ``hvp``."""
-        self.counts["gradient"] += 1
+    def _value_gradient_sweeps(self, x: np.ndarray) -> tuple[float, np.ndarray, list[_Sweep]]:
         flat = torch.tensor(x, dtype=DTYPE)
         weights, transitions = self.layout.split(flat)
         sweeps, log_z = [], flat.new_zeros(())
@@ -187,36 +176,22 @@ class Objective:
             log_z = log_z + sweep.log_z.sum()
             expected_w += d.scatter(sweep.node, self.layout.num_attributes)
             expected_a += sweep.pair().sum((0, 1))
-        self._linearized = (np.array(x, dtype=np.float64, copy=True), sweeps)
         value = self._penalty(flat) + log_z - flat.dot(self.gold)
-        return float(value), (flat / self.sigma**2 + expected - self.gold).numpy()
+        return float(value), (flat / self.sigma**2 + expected - self.gold).numpy(), sweeps
 
-    def hvp(self, x: np.ndarray, v: np.ndarray) -> np.ndarray:
-        """∇²L(λ)·v by the dynamic program, on the sweeps of the last ``value_and_gradient`` at
-        this λ (run again if it was elsewhere)."""
-        if self._linearized is None or not np.array_equal(self._linearized[0], x):
-            self.value_and_gradient(x)
-        self.counts["hvp"] += 1
+    def _hvp_at(self, sweeps: list[_Sweep], v: np.ndarray) -> np.ndarray:
         tangent = torch.tensor(v, dtype=DTYPE)
         tangent_w, tangent_a = self.layout.split(tangent)
         result = tangent / self.sigma**2
         result_w, result_a = self.layout.split(result)
-        for d, sweep in zip(self.data, self._linearized[1], strict=True):
+        for d, sweep in zip(self.data, sweeps, strict=True):
             node_dot, pair_dot = _tangent(sweep, d.mask, d.emissions(tangent_w), tangent_a)
             result_w += d.scatter(node_dot, self.layout.num_attributes)
             result_a += pair_dot
         return result.numpy()
 
-    def function(self, flat: Tensor) -> Tensor:
-        """L(λ) as plain differentiable torch operations (the log-space forward pass)."""
-        weights, transitions = self.layout.split(flat)
-        log_z = sum(_forward(d.emissions(weights), transitions, d, keep=False)[2].sum() for d in self.data)
-        return self._penalty(flat) + log_z - flat.dot(self.gold)
-
-    def hvp_autodiff(self, x: np.ndarray, v: np.ndarray) -> np.ndarray:
-        """∇²L(λ)·v by forward-over-reverse autodiff (``torch.func.jvp`` of ``torch.func.grad``)
-        of the forward pass: no tangent recursion of the dynamic program is involved. (The
-        suite's CRF kernels are ``autograd.Function``s, which ``torch.func`` does not enter.)"""
-        self.counts["hvp"] += 1
+    def _hvp_autodiff(self, x: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """``torch.func.jvp`` of ``torch.func.grad`` (the suite's CRF kernels are
+        ``autograd.Function``s, which ``torch.func`` does not enter: hence this module's forward)."""
         flat, tangent = torch.tensor(x, dtype=DTYPE), torch.tensor(v, dtype=DTYPE)
         return torch.func.jvp(torch.func.grad(self.function), (flat,), (tangent,))[1].numpy()

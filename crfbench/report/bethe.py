@@ -14,6 +14,7 @@ from ..bethe.cgm import COLUMNS as CGM_COLUMNS
 from ..io import read_csv
 from ..schema import SENTENCE_COLUMNS
 from .figures import Drawn, save_png, subplots
+from .inputs import read_table
 
 #: The paper's numbers, beside the BCRF paper's CSV.
 PAPER_FILE = "bethe_tables.csv"
@@ -38,26 +39,14 @@ BETHE_INTRO = (
 OBJECTIVE_TOLERANCE = 1e-6
 
 
-def _read(results_dir: Path, relative: Path, columns: tuple[str, ...]) -> pd.DataFrame | None:
-    """``results_dir / relative`` checked for ``columns``, or None when the experiment did not run."""
-    path = Path(results_dir) / relative
-    if not path.exists():
-        return None
-    table = read_csv(path)
-    absent = [name for name in columns if name not in table.columns]
-    if absent:
-        raise ValueError(f"{path}: missing column(s) {', '.join(absent)}")
-    return table
-
-
 def read_cgm(results_dir: Path) -> pd.DataFrame | None:
     """``results/bethe/cgm.csv``, or None when the CGM experiment did not run."""
-    return _read(results_dir, CGM_TABLE, CGM_COLUMNS)
+    return read_table(results_dir, CGM_TABLE, CGM_COLUMNS)
 
 
 def read_sentences(results_dir: Path) -> pd.DataFrame:
     """The experiments' per-sentence counts that exist, in one table (empty if none)."""
-    tables = [_read(results_dir, relative, SENTENCE_COLUMNS) for relative in SENTENCE_TABLES]
+    tables = [read_table(results_dir, relative, SENTENCE_COLUMNS) for relative in SENTENCE_TABLES]
     present = [table for table in tables if table is not None]
     return pd.concat(present, ignore_index=True) if present else pd.DataFrame(columns=list(SENTENCE_COLUMNS))
 
@@ -249,9 +238,9 @@ def convergence_figure(iterations: pd.DataFrame, path: Path) -> Drawn:
 
 def bethe_figures(results_dir: Path, out_dir: Path) -> list[Drawn]:
     """The Bethe paper's figures that have results."""
-    scores = _read(results_dir, CITATION_TABLE, citation.SCORE_COLUMNS)
-    caps = _read(results_dir, CITATION_CAPS, citation.CAP_COLUMNS)
-    iterations = _read(results_dir, CITATION_ITERATIONS, citation.ITERATION_COLUMNS)
+    scores = read_table(results_dir, CITATION_TABLE, citation.SCORE_COLUMNS)
+    caps = read_table(results_dir, CITATION_CAPS, citation.CAP_COLUMNS)
+    iterations = read_table(results_dir, CITATION_ITERATIONS, citation.ITERATION_COLUMNS)
     drawn = []
     if scores is not None and caps is not None:
         drawn.append(iteration_cap_figure(scores, caps, out_dir / "bethe-fig1-iteration-cap.png"))
@@ -292,7 +281,7 @@ def bethe_sections(results_dir: Path, paper_csv: Path) -> list[tuple[str, str, p
     )
     sections = []
     for stem, title, (relative, columns), build in experiments:
-        table = _read(results_dir, relative, columns)
+        table = read_table(results_dir, relative, columns)
         if table is not None and not table.empty:
             sections.append((stem, title, build(table, paper)))
     return sections

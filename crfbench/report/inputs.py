@@ -80,6 +80,19 @@ def read_results(
     return table
 
 
+def read_table(results_dir: Path, relative: Path, columns: tuple[str, ...]) -> pd.DataFrame | None:
+    """An experiment's table ``results_dir / relative`` checked for ``columns`` (ValueError naming
+    the file and the missing ones), or None when the experiment did not run."""
+    path = Path(results_dir) / relative
+    if not path.exists():
+        return None
+    table = read_csv(path)  # whole, or CorruptFileError naming it
+    absent = [name for name in columns if name not in table.columns]
+    if absent:
+        raise ValueError(f"{path}: missing column(s) {', '.join(absent)}")
+    return table
+
+
 def agreement_summary(path: Path) -> str | None:
     """The agreement table at ``path`` in one sentence ("N comparisons, K outside tolerance."), or None
     when it is absent (the agreement step has not run)."""

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..io import read_csv
 from .figures import Drawn, save_png, subplots
+from .inputs import read_table
 
 TRACE_TABLE = Path("newton") / "trace.csv"
 SOLVERS_TABLE = Path("newton") / "solvers.csv"
@@ -59,23 +59,12 @@ NEWTON_INTRO = (
 )
 
 
-def _read(results_dir: Path, relative: Path, columns: tuple[str, ...]) -> pd.DataFrame | None:
-    path = Path(results_dir) / relative
-    if not path.exists():
-        return None
-    table = read_csv(path)
-    absent = [name for name in columns if name not in table.columns]
-    if absent:
-        raise ValueError(f"{path}: missing column(s) {', '.join(absent)}")
-    return table
-
-
 def read_newton(results_dir: Path) -> tuple[pd.DataFrame | None, pd.DataFrame | None, pd.DataFrame | None]:
     """``(trace, solvers, cost)`` of results/newton/, each None when absent."""
     return (
-        _read(results_dir, TRACE_TABLE, TRACE_COLUMNS),
-        _read(results_dir, SOLVERS_TABLE, SOLVER_COLUMNS),
-        _read(results_dir, COST_TABLE, COST_COLUMNS),
+        read_table(results_dir, TRACE_TABLE, TRACE_COLUMNS),
+        read_table(results_dir, SOLVERS_TABLE, SOLVER_COLUMNS),
+        read_table(results_dir, COST_TABLE, COST_COLUMNS),
     )
 
 
