@@ -111,11 +111,14 @@ def largest_intermediate(variant: str, batch: int, length: int, num_tags: int) -
     return _method(variant).largest_intermediate(batch, length, num_tags)
 
 
-def skip_unless_fits(variant: str, device: str, batch: int, length: int, num_tags: int) -> None:
+def skip_unless_fits(
+    variant: str, device: str, batch: int, length: int, num_tags: int, *, cap: int | None = None
+) -> None:
     """asv skips a parameter combination whose ``setup`` raises ``NotImplementedError``: one over
-    the profile's per-device cap, or over what the method itself refuses (float32 scores here)."""
+    the profile's per-device cap (or a benchmark's own ``cap``, where smaller), or over what the
+    method itself refuses (float32 scores here)."""
     elements = largest_intermediate(variant, batch, length, num_tags)
-    cap = GRID.element_cap[device]
+    cap = min(GRID.element_cap[device], cap or GRID.element_cap[device])
     budget = _method(variant).memory_budget
     if budget is not None:
         cap = min(cap, budget() // 4)
