@@ -194,17 +194,27 @@ SOLVER_ROWS = (
     ("track_support_size", "mean support size", False),
     ("track_converged", "share converged", False),
 )
+#: BetheSolvers' numbers, likewise (a Bethe solve has no support).
+BETHE_ROWS = tuple(row for row in SOLVER_ROWS if row[0] != "track_support_size")
 
 
-def solver_figure(rows: pd.DataFrame, title: str, path: Path, caption: str) -> list[Drawn]:
-    """SparseMAP's solvers on random scores: each of :data:`SOLVER_ROWS` (rows) against N, one
-    panel column per T, a line per solver."""
+def solver_figure(
+    rows: pd.DataFrame,
+    title: str,
+    path: Path,
+    caption: str,
+    solvers: tuple[str, ...] = registry.SPARSEMAP_SOLVERS,
+    panels: tuple[tuple[str, str, bool], ...] = SOLVER_ROWS,
+) -> list[Drawn]:
+    """A method's solvers on random scores: each of ``panels`` (rows) against N, one panel column
+    per T, a line per solver (those of ``solvers`` that were run)."""
     tags = sorted(rows["T"].unique())
-    solvers = [name for name in registry.SPARSEMAP_SOLVERS if name in set(rows["solver"])]
+    solvers = tuple(name for name in solvers if name in set(rows["solver"]))
     # one y-axis per row: the panels compare across T, and a narrow log range gets readable decades
-    figure, axes = subplots(len(SOLVER_ROWS), len(tags), (3.2 * len(tags), 9.6), sharex=True, sharey="row")
+    height = 2.4 * len(panels)
+    figure, axes = subplots(len(panels), len(tags), (3.2 * len(tags), height), sharex=True, sharey="row")
     for j, num_tags in enumerate(tags):
-        for i, (name, label, log) in enumerate(SOLVER_ROWS):
+        for i, (name, label, log) in enumerate(panels):
             axis = axes[i, j]
             panel = rows[(rows["name"] == name) & (rows["T"] == num_tags)]
             for k, solver in enumerate(solvers):
@@ -245,6 +255,23 @@ def scaling_figures(frame: pd.DataFrame, out_dir: Path) -> list[Drawn]:
             "run, mean number of sequences in the support, and the share of the batch whose "
             "optimality certificate was met (below 1: the budget or the support's slots ran out "
             f"first), against N, one column per T. {ASV_POINTS}",
+        )
+    bethe = frame["benchmark"].str.contains("BetheSolvers", regex=False)
+    solves = frame[bethe & frame["N"].notna()].astype({"N": int, "T": int, "B": int, "measurements": int})
+    for (machine, batch, count), rows in solves.groupby(["machine", "B", "measurements"]):
+        where = f"{machine}, cpu, B={batch}, J={count}"
+        written += solver_figure(
+            rows,
+            f"Bethe projections' solvers on random scores ({where})",
+            out_dir / f"scaling-bethe-solvers-{machine}-B{batch}-J{count}.png",
+            f"asv BetheSolvers ({where}; torch, one thread): one solve of a batch of random scores "
+            f"under J = {count} random convex soft constraints on the expected tag counts, by "
+            "Bethe-RDA, Bethe-MD and accelerated RDA, until no marginal moves by more than 1e-4 or "
+            "200 iterations: seconds per solve, iterations run and the share of the batch that "
+            "stopped moving, against N, one column per T (grid capped at 2^23 arcs). "
+            f"{ASV_POINTS}",
+            solvers=registry.BETHE_SOLVERS,
+            panels=BETHE_ROWS,
         )
     for name, label in TIMED.items():
         # one figure per machine, device and batch size (a panel's lines need one B)

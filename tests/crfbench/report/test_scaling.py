@@ -10,6 +10,7 @@ import pytest
 from crfbench.asv_results import COLUMNS
 from crfbench.report import render_report
 from crfbench.report.scaling import (
+    BETHE_ROWS,
     SOLVER_ROWS,
     crossover_table,
     peers_table,
@@ -18,7 +19,7 @@ from crfbench.report.scaling import (
     speedups,
     summary_tables,
 )
-from implementations.registry import SPARSEMAP_SOLVERS
+from implementations.registry import BETHE_SOLVERS, SPARSEMAP_SOLVERS
 
 from .fixtures import write_paper, write_results
 
@@ -111,14 +112,18 @@ def _suite_frame() -> pd.DataFrame:
     for (name, _, _), solver, n, t in itertools.product(SOLVER_ROWS, SPARSEMAP_SOLVERS, (16, 64), (8, 32)):
         rows.append(_row(name, n * t * 1e-5, device=None, solver=solver, N=n, T=t, B=8))
         rows[-1]["benchmark"] = f"bench_sparsemap.SparseMAPSolvers.{name}"
-    # another solver benchmark (Bethe's) is not SparseMAP's figure
-    rows.append(_row("time_solve", 1.0, device=None, solver="rda", measurements=4, N=16, T=8, B=4))
+    # Bethe's solvers get figures of their own, one per number of measurements
+    for (name, _, _), solver, count, n in itertools.product(BETHE_ROWS, BETHE_SOLVERS, (4, 64), (16, 64)):
+        rows.append(_row(name, n * 1e-4, device=None, solver=solver, measurements=count, N=n, T=8, B=4))
+        rows[-1]["benchmark"] = f"bench_bethe.BetheSolvers.{name}"
     return _frame(rows)
 
 
-def test_figures_per_operation_heatmaps_for_marginals_and_training_and_sparsemaps_solvers(tmp_path):
+def test_figures_per_operation_heatmaps_for_marginals_and_training_and_both_methods_solvers(tmp_path):
     written = [drawn.path for drawn in scaling_figures(_suite_frame(), tmp_path)]
     assert sorted(path.name for path in written) == [
+        "scaling-bethe-solvers-box-B4-J4.png",
+        "scaling-bethe-solvers-box-B4-J64.png",
         "scaling-sparsemap-solvers-box-B8.png",
         "scaling-speedup-box-cpu-B8-loss_and_grad.png",
         "scaling-speedup-box-cpu-B8-marginals.png",
