@@ -2,10 +2,12 @@
 the bandwidth BCRF's iterative Bregman projections achieve, so a report can say how close IBP is to
 the hardware limit.
 
-An IBP iteration is two projections, each of which must at least read and write every arc
-(B, N-1, T, T) in float32: 16 bytes per arc per iteration. Its time is measured as the difference
-between 20 and 10 iterations of ``marginals``, divided by 10, which leaves out the set-up and
-read-off that do not repeat.
+An IBP iteration is two projections. In the log form each must at least read and write every arc
+(B, N-1, T, T) in float32: 16 bytes per arc per iteration; the scaling form (BCRF's default) only
+reads every arc once per projection, as two batched matrix–vector products, and writes O(N T)
+scalings: 8 bytes per arc per iteration. The count is that of the form the benchmark runs (the
+registry's default). Its time is measured as the difference between 20 and 10 iterations of
+``marginals``, divided by 10, which leaves out the set-up and read-off that do not repeat.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 import torch
 
 from crfbench.timing import best_seconds
+from implementations import registry
 
 from .common import (
     DEVICES,
@@ -28,7 +31,10 @@ from .common import (
 
 BACKENDS = ("torch", "jax")
 STREAM_ELEMENTS = {"cpu": 2**26, "gpu": 2**28}  # 256 MiB and 1 GiB of float32: well past every cache
-BYTES_PER_ARC_ITERATION = 2 * 2 * 4  # two projections, each reads and writes a float32
+#: Least traffic per arc and iteration of each IBP form: two projections, each reading (and in the
+#: log form writing) a float32.
+BYTES_PER_ARC_ITERATION = {"log": 2 * 2 * 4, "scaling": 2 * 4}
+FORM = registry.BCRF.default("form", "marginals")  # the form ``bcrf-10`` runs
 
 
 def _stream_call(backend: str, device: str):
@@ -105,7 +111,7 @@ class IBPBandwidth:
         seconds_per_iteration = (best_seconds(self.twenty) - best_seconds(self.ten)) / 10
         if seconds_per_iteration <= 0:  # below timer resolution: no meaningful rate
             return float("nan")
-        return BYTES_PER_ARC_ITERATION * self.arcs / seconds_per_iteration / 1e9
+        return BYTES_PER_ARC_ITERATION[FORM] * self.arcs / seconds_per_iteration / 1e9
 
     def track_ibp_bandwidth(self, backend: str, device: str, length: int, num_tags: int, batch: int) -> float:
         return self._ibp_bandwidth()

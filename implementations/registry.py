@@ -236,6 +236,15 @@ BCRF = Method(
             "order", "odd-even", choice("odd-even", "even-odd"), "which parity each iteration projects first"
         ),
         Option(
+            "form",
+            "scaling",
+            choice("scaling", "log"),
+            "scaling: q = v ⊙ K ⊙ u, a projection is two matrix–vector products (log-stabilised); "
+            "log: every projection rewrites log q. Same iterates; decode defaults to log, as at its "
+            "τ = 0.1 on sharp scores most scaling projections fall back to log space (derivations §3.12)",
+            defaults={"decode": "log"},
+        ),
+        Option(
             "gradient",
             "danskin",
             choice("danskin", "unrolled"),

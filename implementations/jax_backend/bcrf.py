@@ -5,9 +5,16 @@ iterative Bregman projections (IBP) whose depth does not grow with N.
 C_odd and C_even (the paper's 1-indexed inner clusters); each projection resets every node's
 throughput to the normalised geometric mean of its in- and out-flow (docs/derivations.md §3.3). One
 *iteration* is one projection onto C_odd then one onto C_even (``order="odd-even"``); the
-iterations are a ``lax.scan`` of fixed length. All work is in log space; a node with no in- or
-out-mass is killed (``alive``) so -inf never becomes NaN, and clusters past a sequence's length
-are skipped, so padding never changes a result.
+iterations are a ``lax.scan`` of fixed length. A node with no in- or out-mass is killed (``alive``)
+so -inf never becomes NaN, and clusters past a sequence's length are skipped, so padding never
+changes a result.
+
+Two forms compute the same iterates, as in the torch backend (docs/derivations.md §3.12):
+``form="log"`` rewrites ``log q`` in every projection; ``form="scaling"`` (the default but for
+``decode``) keeps ``log q = log K + log v ⊕ log u`` and projects with two batched matrix–vector
+products, recomputing the flows in log space (``lax.cond``) where the products cannot vouch for
+them. Unlike torch it never absorbs the scalings into the kernel: a conditional rewrite of the arc
+arrays inside the ``scan`` makes XLA copy them at every projection.
 
 Lengths 1 and 2 have no inner cluster: length 1 is a softmax over tags, length 2 a softmax over
 tag pairs (every arc group is normalised before the first projection, which leaves the iterates
@@ -18,13 +25,14 @@ Options are Python values, static under ``jax.jit``.
 
 from __future__ import annotations
 
+import math
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import Array
+from jax import Array, lax
 
 from ..solver import SolverOutput
 from ._fixed_point import iterate, iterate_with_errors
@@ -40,6 +48,20 @@ def _first_clusters(order: str) -> tuple[int, int]:
     C_even = {2, 4, ...} at position 1.
     """
     return (2, 1) if order == "odd-even" else (1, 2)
+
+
+def _cluster_shifts(log_in: Array, log_out: Array, active: Array) -> tuple[Array, Array]:
+    """The projection of §3.3 given each node's log in- and out-flow (B, P, T): the shift of the
+    log of its in-arcs (``column``) and out-arcs (``row``), -inf for a dead node and 0 outside the
+    ``active`` (B, P, 1) clusters."""
+    log_node = (log_in + log_out) / 2  # log sqrt(in · out): the node's new throughput, unnormalised
+    log_norm = logsumexp(log_node, axis=-1)[..., None]
+    alive = jnp.isfinite(log_node)
+    half_gap = jnp.where(alive, (log_out - log_in) / 2, 0.0)
+    dead = active & ~alive
+    column_shift = jnp.where(dead, -jnp.inf, jnp.where(active, half_gap - log_norm, 0.0))
+    row_shift = jnp.where(dead, -jnp.inf, jnp.where(active, -half_gap - log_norm, 0.0))
+    return column_shift, row_shift
 
 
 def _project(log_q: Array, lengths: Array, first: int) -> Array:
@@ -59,14 +81,8 @@ def _project(log_q: Array, lengths: Array, first: int) -> Array:
     out_of = slice(first, first + 2 * count, 2)  # groups p
     log_in = logsumexp(log_q[:, into], axis=-2)  # (B, P, T) in-flow of each node
     log_out = logsumexp(log_q[:, out_of], axis=-1)  # (B, P, T) out-flow of each node
-    log_node = (log_in + log_out) / 2  # log sqrt(in · out): the node's new throughput, unnormalised
-    log_norm = logsumexp(log_node, axis=-1)[..., None]
-    alive = jnp.isfinite(log_node)
-    half_gap = jnp.where(alive, (log_out - log_in) / 2, 0.0)
     active = (positions < (lengths - 1)[:, None])[..., None]  # (B, P, 1)
-    dead = active & ~alive
-    column_shift = jnp.where(dead, -jnp.inf, jnp.where(active, half_gap - log_norm, 0.0))
-    row_shift = jnp.where(dead, -jnp.inf, jnp.where(active, -half_gap - log_norm, 0.0))
+    column_shift, row_shift = _cluster_shifts(log_in, log_out, active)
     columns = jnp.zeros((batch, num_arcs, num_tags), log_q.dtype).at[:, positions - 1].set(column_shift)
     rows = jnp.zeros((batch, num_arcs, num_tags), log_q.dtype).at[:, positions].set(row_shift)
     return log_q + (rows[..., :, None] + columns[..., None, :])
@@ -79,13 +95,18 @@ def _initial(weights: Array, temperature: float) -> Array:
     return log_q - logsumexp(log_q.reshape(batch, num_arcs, num_tags * num_tags), axis=-1)[:, :, None, None]
 
 
-def _step(lengths: Array, order: str):
-    """One iteration: a projection onto each parity of inner clusters, in ``order``."""
+def _step(lengths: Array, order: str, num_arcs: int, form: str):
+    """One iteration: a projection onto each parity of inner clusters, in ``order``, on ``log q``
+    (the log form) or on a scaling-form state."""
+    if form == "log":
+        projections = [partial(_project, lengths=lengths, first=first) for first in _first_clusters(order)]
+    else:
+        projections = [_scaling_projection(lengths, num_arcs, first) for first in _first_clusters(order)]
 
-    def step(log_q: Array) -> Array:
-        for first in _first_clusters(order):
-            log_q = _project(log_q, lengths, first)
-        return log_q
+    def step(state: Any) -> Any:
+        for project in projections:
+            state = project(state)
+        return state
 
     return step
 
@@ -95,13 +116,145 @@ def _error(lengths: Array):
     return lambda log_q, _: _violation(_arc_marginals(log_q, lengths), lengths)
 
 
-@partial(jax.jit, static_argnames=("temperature", "iterations", "order", "tolerance"))
+class _Scaled(NamedTuple):
+    """An IBP iterate in scaling form, as in the torch backend:
+    ``log q[i, a, b] = log_kernel[i, a, b] + log_v[i, a] + log_u[i+1, b]``; ``kernels`` holds
+    ``exp(log_kernel)`` of the even and the odd arc groups (subnormal entries flushed to 0),
+    ``faint`` the columns and rows of each group with a finite entry under ``e^{F/2}``; -inf log
+    scalings mark a dead node."""
+
+    log_kernel: Array  # (B, N-1, T, T)
+    kernels: tuple[Array, Array]  # (B, ⌈(N-1)/2⌉, T, T) groups 0, 2, ...; (B, ⌊(N-1)/2⌋, T, T) 1, 3, ...
+    faint: tuple[Array, Array]  # (B, N-1, T) columns, (B, N-1, T) rows
+    log_u: Array  # (B, N, T)
+    log_v: Array  # (B, N, T)
+
+
+def _floor(dtype: Any) -> float:
+    """``F``: the log of the dtype's smallest normal number; kernel entries under ``e^F`` are flushed."""
+    return math.log(float(jnp.finfo(dtype).tiny))
+
+
+def _safe_log(x: Array) -> Array:
+    """``log x`` with ``log 0 = -inf`` and a finite gradient everywhere (0 where ``x = 0``)."""
+    positive = x > 0
+    return jnp.where(positive, jnp.log(jnp.where(positive, x, 1.0)), -jnp.inf)
+
+
+def _absorbed(log_kernel: Array, lengths: Array) -> _Scaled:
+    """The scaling form of ``log q = log_kernel`` (unit scalings): the kernel, and -inf log
+    scalings for every inner node whose in- and out-arcs are all -inf (as the log form leaves a
+    node it killed; one with only one side -inf is killed by its next projection)."""
+    floor = _floor(log_kernel.dtype)
+    kernel = jnp.where(log_kernel > floor, jnp.exp(log_kernel), 0.0)
+    batch, num_arcs, num_tags, _ = log_kernel.shape
+    finite = log_kernel > -jnp.inf  # log q is never +inf or NaN
+    edge = jnp.ones((batch, 1, num_tags), bool)
+    has_in = jnp.concatenate([edge, finite.any(-2)], axis=1)  # (B, N, T)
+    has_out = jnp.concatenate([finite.any(-1), edge], axis=1)
+    positions = jnp.arange(num_arcs + 1)
+    inner = ((positions >= 1) & (positions < (lengths - 1)[:, None]))[..., None]
+    log_scale = jnp.where(has_in | has_out | ~inner, 0.0, -jnp.inf).astype(log_kernel.dtype)
+    faint = finite & (log_kernel <= floor / 2)  # an entry whose products may underflow
+    kernels = (kernel[:, 0::2], kernel[:, 1::2])
+    return _Scaled(log_kernel, kernels, (faint.any(-2), faint.any(-1)), log_scale, log_scale)
+
+
+def _scaled_log_q(state: _Scaled) -> Array:
+    """``log q`` (B, N-1, T, T) of a scaling-form iterate."""
+    log_kernel, _, _, log_u, log_v = state
+    return log_kernel + log_v[:, :-1][..., :, None] + log_u[:, 1:][..., None, :]
+
+
+def _scaled_flows(kernel: Array, log_x: Array, faint: Array, transpose: bool) -> tuple[Array, Array]:
+    """``log (K_gᵀ e^{x_g})`` (``transpose``) or ``log (K_g e^{x_g})`` (B, P, T) by one product in
+    linear space, stabilised by the largest ``x`` of each group, and whether it is exact to rounding,
+    as in the torch backend: the product is above ``e^{F/2}``, or no term can have underflowed (no
+    faint entry, ``faint`` (B, P, T), and no faint ``e^{x − max}``)."""
+    floor = _floor(kernel.dtype)
+    shift = log_x.max(-1, keepdims=True)
+    shift = jnp.where(shift > -jnp.inf, shift, 0.0)  # a dead position: every x is -inf
+    scaled = jnp.exp(log_x - shift)
+    product = jnp.einsum("bpij,bpi->bpj" if transpose else "bpij,bpj->bpi", kernel, scaled)
+    faint_x = (scaled <= math.exp(floor / 2)) & (log_x > -jnp.inf)  # a term may underflow
+    exact = (product > math.exp(floor / 2)) | (~faint & ~faint_x.any(-1, keepdims=True))
+    return shift + _safe_log(product), exact
+
+
+def _scaling_projection(lengths: Array, num_arcs: int, first: int):
+    """The projection of :func:`_project` on a scaling-form iterate (a function of the state), as
+    in the torch backend: the flows by two batched matrix–vector products, then the shifts of §3.3
+    on the log scalings. Where some flow is not exact, ``lax.cond`` recomputes the parity's flows
+    in log space from the arcs (a read of them; its outputs are O(N T), so no arc array is copied
+    through the conditional). The kernel is never realigned inside the loop: a conditional
+    rewrite of the arc arrays would copy them at every step under XLA."""
+    count = len(range(first, num_arcs, 2))
+    nodes = slice(first, first + 2 * count, 2)
+    into, out_of = (first - 1) % 2, first % 2  # parity of the groups p - 1 and p
+    positions = np.arange(first, first + 2 * count, 2)  # static
+    active = (positions < (lengths - 1)[:, None])[..., None]  # (B, P, 1)
+    groups_in = slice((first - 1) // 2, (first - 1) // 2 + count)  # of the parity's groups
+    groups_out = slice(first // 2, first // 2 + count)
+
+    def project(state: _Scaled) -> _Scaled:
+        if count == 0:
+            return state
+        log_kernel, kernels, faint, log_u, log_v = state
+        before, after = log_v[:, positions - 1], log_u[:, positions + 1]  # the neighbours' scalings
+        log_in, in_exact = _scaled_flows(
+            kernels[into][:, groups_in], before, faint[0][:, positions - 1], True
+        )
+        log_out, out_exact = _scaled_flows(
+            kernels[out_of][:, groups_out], after, faint[1][:, positions], False
+        )
+        log_u_p, log_v_p = log_u[:, nodes], log_v[:, nodes]
+        live = active & (log_u_p > -jnp.inf) & (log_v_p > -jnp.inf)
+
+        def exact_flows() -> tuple[Array, Array]:
+            arcs_in = log_kernel[:, positions - 1] + before[..., :, None]
+            arcs_out = log_kernel[:, positions] + after[..., None, :]
+            return (
+                jnp.where(in_exact, log_in, logsumexp(arcs_in, axis=-2)),
+                jnp.where(out_exact, log_out, logsumexp(arcs_out, axis=-1)),
+            )
+
+        redo = (live & ~(in_exact & out_exact)).any()
+        log_in, log_out = lax.cond(redo, exact_flows, lambda: (log_in, log_out))
+        column, row = _cluster_shifts(log_u_p + log_in, log_v_p + log_out, active)
+        log_u = log_u.at[:, nodes].set(log_u_p + column)
+        log_v = log_v.at[:, nodes].set(log_v_p + row)
+        return _Scaled(log_kernel, kernels, faint, log_u, log_v)
+
+    return project
+
+
+def _solver(weights: Array, lengths: Array, temperature: float, order: str, form: str):
+    """``(initial state, step, error, log q of a state)`` of IBP in ``form``."""
+    initial = _initial(weights, temperature)
+    if form == "log":
+        return initial, _step(lengths, order, initial.shape[1], form), _error(lengths), lambda log_q: log_q
+    error = _error(lengths)
+    return (
+        _absorbed(initial, lengths),
+        _step(lengths, order, initial.shape[1], form),
+        lambda state, previous: error(_scaled_log_q(state), None),
+        _scaled_log_q,
+    )
+
+
+@partial(jax.jit, static_argnames=("temperature", "iterations", "order", "tolerance", "form"))
 def _iterate(
-    weights: Array, lengths: Array, temperature: float, iterations: int, order: str, tolerance: float | None
+    weights: Array,
+    lengths: Array,
+    temperature: float,
+    iterations: int,
+    order: str,
+    tolerance: float | None,
+    form: str,
 ) -> Array:
     """Log arc marginals ``log q`` (B, N-1, T, T) after ``iterations`` pairs of projections."""
-    initial = _initial(weights, temperature)
-    return iterate(_step(lengths, order), initial, iterations, tolerance, _error(lengths))
+    initial, step, error, log_q = _solver(weights, lengths, temperature, order, form)
+    return log_q(iterate(step, initial, iterations, tolerance, error))
 
 
 def _arc_mask(lengths: Array, num_arcs: int) -> Array:
@@ -135,8 +288,7 @@ def _value(
 ) -> Array:
     """``B_Y(w/τ) = Σ q (w/τ − log q)`` (B,) at the iterate; arcs with q = 0 contribute 0 (guarded
     before the product); a length-1 sequence's is the log-sum-exp of its tag scores."""
-    live = _arc_mask(lengths, log_q.shape[1]) & jnp.isfinite(log_q)
-    gap = jnp.where(live, weights / temperature - log_q, 0.0)
+    gap = jnp.where(pairwise > 0, weights / temperature - log_q, 0.0)  # q > 0: a live arc
     value = (pairwise * gap).sum((1, 2, 3))
     return jnp.where(lengths == 1, logsumexp(singles / temperature, axis=-1), value)
 
@@ -152,7 +304,7 @@ def _violation(pairwise: Array, lengths: Array) -> Array:
     return jnp.concatenate([errors, jnp.zeros((errors.shape[0], 1), errors.dtype)], axis=1).max(-1)
 
 
-@partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5, 6))
+@partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5, 6, 7))
 def _danskin_value(
     weights: Array,
     singles: Array,
@@ -161,6 +313,7 @@ def _danskin_value(
     iterations: int,
     order: str,
     tolerance: float | None,
+    form: str,
 ) -> Array:
     """``τ B_Y(w/τ)`` whose gradient is the iterate ``q`` itself (Danskin), not a backward
     pass through the iterations: exact at convergence, the paper's "use the inference algorithm".
@@ -168,7 +321,7 @@ def _danskin_value(
     Differentiating that gradient (second order) differentiates the ``q`` computed in
     :func:`_danskin_forward`, through the iterations: jax differentiates a ``custom_vjp``'s
     forward and backward rules like any other code."""
-    return _danskin_forward(weights, singles, lengths, temperature, iterations, order, tolerance)[0]
+    return _danskin_forward(weights, singles, lengths, temperature, iterations, order, tolerance, form)[0]
 
 
 def _danskin_forward(
@@ -179,8 +332,9 @@ def _danskin_forward(
     iterations: int,
     order: str,
     tolerance: float | None,
+    form: str,
 ) -> tuple[Array, tuple[Array, Array]]:
-    log_q = _iterate(weights, lengths, temperature, iterations, order, tolerance)
+    log_q = _iterate(weights, lengths, temperature, iterations, order, tolerance, form)
     pairwise = _arc_marginals(log_q, lengths)
     value = _value(log_q, pairwise, weights, singles, lengths, temperature)
     # where, not a product with the mask: a length > 1 row may have every single score -inf (NaN softmax)
@@ -189,14 +343,14 @@ def _danskin_forward(
 
 
 def _danskin_backward(*args: Any) -> tuple[Array, Array, None]:
-    *_, (pairwise, single_probs), grad = args  # the four static options come first
+    *_, (pairwise, single_probs), grad = args  # the five static options come first
     return grad[:, None, None, None] * pairwise, grad[:, None] * single_probs, None
 
 
 _danskin_value.defvjp(_danskin_forward, _danskin_backward)
 
 
-@partial(jax.jit, static_argnames=("temperature", "iterations", "order", "tolerance", "gradient"))
+@partial(jax.jit, static_argnames=("temperature", "iterations", "order", "tolerance", "form", "gradient"))
 def _scaled_value(
     weights: Array,
     singles: Array,
@@ -205,21 +359,24 @@ def _scaled_value(
     iterations: int,
     order: str,
     tolerance: float | None,
+    form: str,
     gradient: str,
 ) -> Array:
     """``τ B_Y(w/τ)`` (B,) differentiated by Danskin or by backpropagation through the iterations."""
     if gradient == "danskin":
-        return _danskin_value(weights, singles, lengths, temperature, iterations, order, tolerance)
-    log_q = _iterate(weights, lengths, temperature, iterations, order, tolerance)
+        return _danskin_value(weights, singles, lengths, temperature, iterations, order, tolerance, form)
+    log_q = _iterate(weights, lengths, temperature, iterations, order, tolerance, form)
     pairwise = _arc_marginals(log_q, lengths)
     return temperature * _value(log_q, pairwise, weights, singles, lengths, temperature)
 
 
-@partial(jax.jit, static_argnames=("iterations", "temperature", "order", "tolerance"))
-def marginals(emissions, transitions, lengths, start, end, *, iterations, temperature, order, tolerance):
+@partial(jax.jit, static_argnames=("iterations", "temperature", "order", "tolerance", "form"))
+def marginals(
+    emissions, transitions, lengths, start, end, *, iterations, temperature, order, tolerance, form
+):
     """IBP iterate ≈ ∇B_Y(w/τ): node marginals (B, N, T) and arc marginals (B, N-1, T, T)."""
     weights, singles = arc_weights(emissions, transitions, lengths, start, end)
-    log_q = _iterate(weights, lengths, temperature, iterations, order, tolerance)
+    log_q = _iterate(weights, lengths, temperature, iterations, order, tolerance, form)
     pairwise = _arc_marginals(log_q, lengths)
     return _unary(pairwise, singles, lengths, temperature), pairwise
 
@@ -230,11 +387,13 @@ def decode(emissions, transitions, lengths, start, end, **options):
     return argmax_tags(marginals(emissions, transitions, lengths, start, end, **options)[0], lengths)
 
 
-@partial(jax.jit, static_argnames=("iterations", "temperature", "order", "tolerance"))
-def log_partition(emissions, transitions, lengths, start, end, *, iterations, temperature, order, tolerance):
+@partial(jax.jit, static_argnames=("iterations", "temperature", "order", "tolerance", "form"))
+def log_partition(
+    emissions, transitions, lengths, start, end, *, iterations, temperature, order, tolerance, form
+):
     """``B_Y(w/τ) = <q, w/τ> + H(q)`` (B,) at the IBP iterate; differentiable by autodiff."""
     weights, singles = arc_weights(emissions, transitions, lengths, start, end)
-    log_q = _iterate(weights, lengths, temperature, iterations, order, tolerance)
+    log_q = _iterate(weights, lengths, temperature, iterations, order, tolerance, form)
     return _value(log_q, _arc_marginals(log_q, lengths), weights, singles, lengths, temperature)
 
 
@@ -245,12 +404,12 @@ def solve(emissions, transitions, lengths, start, end, **options):
     return output if options["tolerance"] is not None else output._replace(iterations=options["iterations"])
 
 
-@partial(jax.jit, static_argnames=("iterations", "temperature", "order", "tolerance"))
-def _solve(emissions, transitions, lengths, start, end, *, iterations, temperature, order, tolerance):
+@partial(jax.jit, static_argnames=("iterations", "temperature", "order", "tolerance", "form"))
+def _solve(emissions, transitions, lengths, start, end, *, iterations, temperature, order, tolerance, form):
     weights, singles = arc_weights(emissions, transitions, lengths, start, end)
-    initial = _initial(weights, temperature)
-    step, error = _step(lengths, order), _error(lengths)
-    log_q, run, errors = iterate_with_errors(step, initial, iterations, tolerance, error)
+    initial, step, error, read_log_q = _solver(weights, lengths, temperature, order, form)
+    state, run, errors = iterate_with_errors(step, initial, iterations, tolerance, error)
+    log_q = read_log_q(state)
     pairwise = _arc_marginals(log_q, lengths)
     value = _value(log_q, pairwise, weights, singles, lengths, temperature)
     converged = errors[run - 1] <= (tolerance or 0.0)

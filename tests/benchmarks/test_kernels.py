@@ -1,7 +1,8 @@
 """Benchmarks, not tests: the hot kernels on one CPU thread, so regressions show in a developer's loop.
 
-* IBP half-step: one KL projection onto one parity of clusters (``bcrf._project``) of a
-  (B, N-1, T, T) arc tensor, B=64, N=50;
+* IBP half-step: one KL projection onto one parity of clusters of a (B, N-1, T, T) arc tensor,
+  B=64, N=50, in the log form (``bcrf._project``) and in the scaling form
+  (``bcrf._scaling_projection``, from a state absorbed once, outside the timing);
 * forward step: one filtering step of the sequential exact CRF (``_chain.forward_step``), B=64.
 
 Both at T=17 (the UD POS tag set) and T=128, in torch and jitted JAX (compiled before timing,
@@ -57,6 +58,28 @@ def test_ibp_half_step_jax(benchmark, num_tags):
     benchmark.group = f"IBP half-step B={BATCH} N={LENGTH} T={num_tags}"
     result = benchmark(lambda: jax.block_until_ready(project(log_q, lengths, 2)))
     assert result.shape == log_q.shape
+
+
+@TAGS
+@pytest.mark.parametrize("backend", ["torch", "jax"])
+def test_ibp_scaling_half_step(benchmark, backend, num_tags):
+    if backend == "jax":
+        jax = pytest.importorskip("jax")
+        from implementations.jax_backend import bcrf
+    else:
+        from implementations.torch_backend import bcrf
+    log_q, lengths = _ibp_inputs(backend, num_tags)
+    state = bcrf._absorbed(bcrf._initial(log_q, 1.0), lengths)
+    project = bcrf._scaling_projection(lengths, LENGTH - 1, 2)
+    if backend == "jax":
+        jitted = jax.jit(project)
+        jax.block_until_ready(jitted(state))
+        call = lambda: jax.block_until_ready(jitted(state))  # noqa: E731
+    else:
+        call = lambda: project(state)  # noqa: E731
+    benchmark.group = f"IBP half-step B={BATCH} N={LENGTH} T={num_tags}"
+    result = benchmark(call)
+    assert result[-1].shape == (BATCH, LENGTH, num_tags)  # v, the out-scalings
 
 
 def _step_inputs(backend: str, num_tags: int):

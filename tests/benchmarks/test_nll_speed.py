@@ -2,7 +2,8 @@
 
 Exact CRF NLL for ``crf``, ``crf-scan``, pytorch-crf 0.7.2 and torch-struct 0.5, and the BCRF
 (10 iterations) and mean-field (10 iterations) losses, all on the same float32 scores (shared
-transitions, start/end scores, lengths 25..50), in torch and in jitted JAX
+transitions, start/end scores, lengths 25..50; BCRF in its default scaling form and in the log
+form), in torch and in jitted JAX
 (``jax.value_and_grad``, compiled in a warm-up call before timing, outputs awaited with
 ``block_until_ready``). In the normal test run (``--benchmark-disable``) each body runs once as
 a smoke check; time it with::
@@ -51,10 +52,20 @@ def _record(benchmark, name):
     benchmark.extra_info.update(implementation=name, threads=torch.get_num_threads())
 
 
+def _label(method: str, options: dict) -> str:
+    return f"{method} ({options['form']} form)" if "form" in options else method
+
+
 METHODS = pytest.mark.parametrize(
     ("method", "options"),
-    [("crf", {}), ("crf-scan", {}), ("bcrf", {"iterations": 10}), ("meanfield", {"iterations": 10})],
-    ids=["crf", "crf-scan", "bcrf-10", "meanfield-10"],
+    [
+        ("crf", {}),
+        ("crf-scan", {}),
+        ("bcrf", {"iterations": 10}),
+        ("bcrf", {"iterations": 10, "form": "log"}),
+        ("meanfield", {"iterations": 10}),
+    ],
+    ids=["crf", "crf-scan", "bcrf-10", "bcrf-10-log", "meanfield-10"],
 )
 
 
@@ -62,7 +73,7 @@ METHODS = pytest.mark.parametrize(
 def test_ours(benchmark, scores, method, options):
     emissions, transitions, lengths, tags, start, end = scores
     loss = implementations.get(method, "torch").loss
-    _record(benchmark, method)
+    _record(benchmark, _label(method, options))
     benchmark(
         _forward_backward(
             lambda: loss(emissions, transitions, lengths, tags, start=start, end=end, **options),
@@ -113,5 +124,5 @@ def test_ours_jax(benchmark, scores, method, options):
 
     step = jax.jit(jax.value_and_grad(total, argnums=(0, 1, 2, 3)))
     jax.block_until_ready(step(emissions, transitions, start, end))  # compile outside the timing
-    _record(benchmark, f"{method} (jax, jit)")
+    _record(benchmark, f"{_label(method, options)} (jax, jit)")
     benchmark(lambda: jax.block_until_ready(step(emissions, transitions, start, end)))

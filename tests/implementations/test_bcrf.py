@@ -752,3 +752,87 @@ def test_gradients_are_finite_when_no_single_tag_may_start_and_end(
     assert np.isfinite(value).all()
     for name, grad in grads.items():
         assert np.isfinite(grad).all(), name
+
+
+# ------------------------------------------------------------------ scaling form == log form
+
+#: float64 to rounding; float32 a fifth of the agreement report's float32 tolerance (crfbench.agreement):
+#: the scaling form's log q is a sum of a kernel's and two scalings' logs, each rounded.
+FORM_TOLERANCE = {"float64": 1e-12, "float32": 2e-5}
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("tau", [1.0, 0.1, 0.01])
+def test_scaling_form_equals_log_form(backend: Backend, dtype: str, tau: float) -> None:
+    """The scaling form (default) and the log form compute the same iterates: every length 1..9,
+    -inf patterns, both orders, τ down to 0.01 (where the scaling form's log-space fallback and
+    absorption are exercised), in float64 and float32; marginals, value, error history and both
+    gradients of the loss."""
+    inst = all_lengths_instance(71, 5, max_len=9, neg_inf=0.3, scale=3.0)
+    kw = inst.arrays(backend, dtype)
+    tags = inst.gold_array(backend)
+    tol = FORM_TOLERANCE[dtype]
+    for order in ORDERS:
+        opts = {"iterations": 7, "temperature": tau, "order": order}
+        log_res, scaled_res = (
+            apply(bcrf(backend), "solve", kw, **opts, form=form) for form in ("log", "scaling")
+        )
+        for field in ("unary", "pairwise", "errors"):
+            np.testing.assert_allclose(
+                npy(getattr(scaled_res, field)), npy(getattr(log_res, field)), rtol=0, atol=tol
+            )
+        np.testing.assert_allclose(npy(scaled_res.value), npy(log_res.value), rtol=tol, atol=tol / tau)
+        for b in np.flatnonzero(inst.lengths > 1):  # forbidden arcs carry exactly no mass
+            n = int(inst.lengths[b])
+            assert (npy(scaled_res.pairwise)[b, : n - 1][np.isneginf(inst.arc_weights(b))] == 0).all()
+        for gradient in ("danskin", "unrolled"):
+            grads = [
+                backend.value_and_grad(
+                    lambda kw, options={**opts, "gradient": gradient, "form": form}: apply(
+                        bcrf(backend), "loss", kw, tags, **options
+                    ),
+                    kw,
+                    ("emissions", "transitions"),
+                )
+                for form in ("log", "scaling")
+            ]
+            (log_value, log_grad), (value, grad) = grads
+            np.testing.assert_allclose(value, log_value, rtol=tol, atol=tol / tau)
+            for name in ("emissions", "transitions"):
+                assert np.isfinite(grad[name]).all()
+                np.testing.assert_allclose(grad[name], log_grad[name], rtol=0, atol=10 * tol / tau)
+
+
+def test_scaling_form_recomputes_and_absorbs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The float32 instances above take both stabilising paths of the torch scaling form: flows
+    recomputed exactly from their arcs (mass in faint entries) and an absorption of drifted
+    scalings; a test that equates the forms there therefore checks those paths, not only the
+    linear one."""
+    import implementations.torch_backend.bcrf as kernel
+
+    calls = {"recomputed": 0, "absorbed": 0}
+    exact_flows, absorbed = kernel._exact_flows, kernel._absorbed
+
+    def counting_exact_flows(*args: Any) -> Any:
+        calls["recomputed"] += 1
+        return exact_flows(*args)
+
+    def counting_absorbed(*args: Any) -> Any:
+        calls["absorbed"] += 1
+        return absorbed(*args)
+
+    monkeypatch.setattr(kernel, "_exact_flows", counting_exact_flows)
+    monkeypatch.setattr(kernel, "_absorbed", counting_absorbed)
+    inst = all_lengths_instance(71, 5, max_len=9, neg_inf=0.3, scale=3.0)
+    module = backends.get("torch").module("bcrf")
+    for tau in (0.1, 0.01):
+        apply(
+            module,
+            "marginals",
+            inst.arrays("torch", "float32"),
+            iterations=7,
+            temperature=tau,
+            form="scaling",
+        )
+    # two calls absorb once each at the start
+    assert calls["recomputed"] > 0 and calls["absorbed"] > 2
