@@ -170,8 +170,10 @@ def _scaled_flows(kernel: Array, log_x: Array, faint: Array, transpose: bool) ->
     """``log (K_gᵀ e^{x_g})`` (``transpose``) or ``log (K_g e^{x_g})`` (B, P, T) by one product in
     linear space, stabilised by the largest ``x`` of each group, and whether it is exact to rounding,
     as in the torch backend: the product is above ``e^{F/2}``, or no term can have underflowed (no
-    faint entry, ``faint`` (B, P, T), and no faint ``e^{x − max}``)."""
+    faint entry, ``faint`` (B, P, T), and no faint ``e^{x − max}``); ``log_x`` (B, ≥P, T): the first
+    P are used."""
     floor = _floor(kernel.dtype)
+    log_x = log_x[:, : kernel.shape[1]]
     shift = log_x.max(-1, keepdims=True)
     shift = jnp.where(shift > -jnp.inf, shift, 0.0)  # a dead position: every x is -inf
     scaled = jnp.exp(log_x - shift)
@@ -201,12 +203,13 @@ def _scaling_projection(lengths: Array, num_arcs: int, first: int):
             return state
         log_kernel, kernels, faint, log_u, log_v = state
         before, after = log_v[:, positions - 1], log_u[:, positions + 1]  # the neighbours' scalings
-        log_in, in_exact = _scaled_flows(
-            kernels[into][:, groups_in], before, faint[0][:, positions - 1], True
-        )
+        # over every group of the parity (a slice of the arcs would be copied), then the clusters'
+        log_in, in_exact = _scaled_flows(kernels[into], log_v[:, into::2], faint[0][:, into::2], True)
         log_out, out_exact = _scaled_flows(
-            kernels[out_of][:, groups_out], after, faint[1][:, positions], False
+            kernels[out_of], log_u[:, out_of + 1 :: 2], faint[1][:, out_of::2], False
         )
+        log_in, in_exact = log_in[:, groups_in], in_exact[:, groups_in]
+        log_out, out_exact = log_out[:, groups_out], out_exact[:, groups_out]
         log_u_p, log_v_p = log_u[:, nodes], log_v[:, nodes]
         live = active & (log_u_p > -jnp.inf) & (log_v_p > -jnp.inf)
 

@@ -192,23 +192,27 @@ def _product(matrices: Tensor, transposed: Tensor, vectors: Tensor) -> Tensor:
     return torch.matmul(matrices, vectors.transpose(-1, -2)).squeeze(-1)
 
 
-def _scaled_flows(
-    matrices: Tensor, transposed: Tensor, log_x: Tensor, faint: Tensor
-) -> tuple[Tensor, Tensor]:
+def _scaled_flows(matrices: Tensor, transposed: Tensor, log_x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """``log (M_g e^{x_g})`` (B, P, T) by one product in linear space, stabilised by the largest
-    ``x`` of each group, and whether it is exact to rounding. Every ``M`` entry and every
-    ``e^{x − max}`` is at most 1, and a term can underflow (be flushed, or vanish in the product)
-    only if a factor is under ``e^{F/2}``, so at most ``2T e^F`` is lost: the value is exact where
-    the product is above ``e^{F/2}``, or where no factor is that faint (``faint``: the rows of
-    ``M`` with a finite entry under ``e^{F/2}``)."""
-    floor = _floor(matrices.dtype)
+    ``x`` of each group; also the product and the scaled vector, for :func:`_vouched`.
+    ``log_x`` (B, ≥P, T): the first P are used."""
+    log_x = log_x[:, : matrices.shape[1]]
     shift = log_x.amax(-1, keepdim=True)
     shift = torch.where(shift > -torch.inf, shift, 0.0)  # a dead position: every x is -inf
     scaled = torch.exp(log_x - shift)
     product = _product(matrices, transposed, scaled)
-    faint_x = (scaled <= math.exp(floor / 2)) & (log_x > -torch.inf)  # a term may underflow
-    exact = (product > math.exp(floor / 2)) | (~faint & ~faint_x.any(-1, keepdim=True))
-    return shift + _safe_log(product), exact
+    return shift + _safe_log(product), product, scaled
+
+
+def _vouched(product: Tensor, scaled: Tensor, faint: Tensor) -> Tensor:
+    """(B, P, T): where a product of :func:`_scaled_flows` is exact to rounding. Every ``M`` entry
+    and every ``e^{x − max}`` is at most 1, and a term can underflow (be flushed, or vanish in the
+    product) only if a factor is under ``e^{F/2}``, so at most ``2T e^F`` is lost: the value is
+    exact where the product is above ``e^{F/2}``, or where no factor is that faint (``faint``: the
+    rows of ``M`` with a finite entry under ``e^{F/2}``, (B, ≥P, T))."""
+    half = math.exp(_floor(product.dtype) / 2)
+    faint_x = (scaled <= half) & (scaled > 0)  # 0: a dead node's
+    return (product > half) | (~faint[:, : product.shape[1]] & ~faint_x.any(-1, keepdim=True))
 
 
 def _exact_flows(
@@ -245,28 +249,34 @@ def _scaling_projection(lengths: Tensor, num_arcs: int, first: int):
         if count == 0:
             return state
         log_kernel, kernels, transposed, faint, log_u, log_v = state
-        before, after = log_v[:, positions - 1], log_u[:, positions + 1]  # the neighbours' scalings
-        # K_gᵀ v_g into node g + 1, and K_g u_{g+1} out of node g, for the groups g of the clusters
-        log_in, in_exact = _scaled_flows(
-            transposed[into][:, groups_in], kernels[into][:, groups_in], before, faint[0][:, positions - 1]
+        # K_gᵀ v_g into node g + 1, and K_g u_{g+1} out of node g, over every group of the parity
+        # (whole arrays: a slice would be copied), then the clusters'
+        log_in, in_product, in_scaled = _scaled_flows(transposed[into], kernels[into], log_v[:, into::2])
+        log_out, out_product, out_scaled = _scaled_flows(
+            kernels[out_of], transposed[out_of], log_u[:, out_of + 1 :: 2]
         )
-        log_out, out_exact = _scaled_flows(
-            kernels[out_of][:, groups_out], transposed[out_of][:, groups_out], after, faint[1][:, positions]
-        )
+        log_in, log_out = log_in[:, groups_in], log_out[:, groups_out]
         log_u_p, log_v_p = log_u[:, nodes], log_v[:, nodes]
         live = active & (log_u_p > -torch.inf) & (log_v_p > -torch.inf)
-        redo_in, redo_out = live & ~in_exact, live & ~out_exact
-        if bool(redo_in.any()):
-            where = redo_in.nonzero(as_tuple=True)
-            log_in = log_in.index_put(where, _exact_flows(log_kernel, before, where, positions - 1, True))
-        if bool(redo_out.any()):
-            where = redo_out.nonzero(as_tuple=True)
-            log_out = log_out.index_put(where, _exact_flows(log_kernel, after, where, positions, False))
+        half = math.exp(_floor(log_u.dtype) / 2)
+        if bool((live & ~((in_product[:, groups_in] > half) & (out_product[:, groups_out] > half))).any()):
+            # some product is faint: recompute from the arcs each flow it cannot vouch for
+            redo_in = live & ~_vouched(in_product, in_scaled, faint[0][:, into::2])[:, groups_in]
+            redo_out = live & ~_vouched(out_product, out_scaled, faint[1][:, out_of::2])[:, groups_out]
+            if bool(redo_in.any()):
+                where = redo_in.nonzero(as_tuple=True)
+                exact = _exact_flows(log_kernel, log_v[:, positions - 1], where, positions - 1, True)
+                log_in = log_in.index_put(where, exact)
+            if bool(redo_out.any()):
+                where = redo_out.nonzero(as_tuple=True)
+                exact = _exact_flows(log_kernel, log_u[:, positions + 1], where, positions, False)
+                log_out = log_out.index_put(where, exact)
         column, row, _ = _cluster_shifts(log_u_p + log_in, log_v_p + log_out, active)
+        new = torch.stack([log_u_p + column, log_v_p + row])
         log_u, log_v = log_u.clone(), log_v.clone()
-        log_u[:, nodes], log_v[:, nodes] = log_u_p + column, log_v_p + row
-        drift = torch.cat([log_u_p + column, log_v_p + row]).abs()
-        if bool((torch.where(drift < torch.inf, drift, 0.0) > -_floor(drift.dtype) / 4).any()):
+        log_u[:, nodes], log_v[:, nodes] = new
+        low, high = torch.where(new > -torch.inf, new, 0.0).aminmax()
+        if max(-float(low), float(high)) > -_floor(new.dtype) / 4:
             log_q = _scaled_log_q((log_kernel, kernels, transposed, faint, log_u, log_v))
             return _absorbed(log_q, lengths, (log_u > -torch.inf) & (log_v > -torch.inf))
         return _Scaled(log_kernel, kernels, transposed, faint, log_u, log_v)
