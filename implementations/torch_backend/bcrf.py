@@ -275,7 +275,7 @@ def _scaling_projection(lengths: Tensor, num_arcs: int, first: int):
         new = torch.stack([log_u_p + column, log_v_p + row])
         log_u, log_v = log_u.clone(), log_v.clone()
         log_u[:, nodes], log_v[:, nodes] = new
-        low, high = torch.where(new > -torch.inf, new, 0.0).aminmax()
+        low, high = torch.where(new > -torch.inf, new, 0.0).flatten().aminmax() if new.numel() else (0, 0)
         if max(-float(low), float(high)) > -_floor(new.dtype) / 4:
             log_q = _scaled_log_q((log_kernel, kernels, transposed, faint, log_u, log_v))
             return _absorbed(log_q, lengths, (log_u > -torch.inf) & (log_v > -torch.inf))
