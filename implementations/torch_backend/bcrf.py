@@ -192,27 +192,34 @@ def _product(matrices: Tensor, transposed: Tensor, vectors: Tensor) -> Tensor:
     return torch.matmul(matrices, vectors.transpose(-1, -2)).squeeze(-1)
 
 
-def _scaled_flows(matrices: Tensor, transposed: Tensor, log_x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """``log (M_g e^{x_g})`` (B, P, T) by one product in linear space, stabilised by the largest
-    ``x`` of each group; also the product and the scaled vector, for :func:`_vouched`.
-    ``log_x`` (B, ≥P, T): the first P are used."""
-    log_x = log_x[:, : matrices.shape[1]]
+def _shift(log_x: Tensor) -> Tensor:
+    """``max log x`` over the last dim, kept (0 for an all -inf row: a dead position)."""
     shift = log_x.amax(-1, keepdim=True)
-    shift = torch.where(shift > -torch.inf, shift, 0.0)  # a dead position: every x is -inf
-    scaled = torch.exp(log_x - shift)
-    product = _product(matrices, transposed, scaled)
-    return shift + _safe_log(product), product, scaled
+    return torch.where(shift > -torch.inf, shift, 0.0)
 
 
-def _vouched(product: Tensor, scaled: Tensor, faint: Tensor) -> Tensor:
-    """(B, P, T): where a product of :func:`_scaled_flows` is exact to rounding. Every ``M`` entry
-    and every ``e^{x − max}`` is at most 1, and a term can underflow (be flushed, or vanish in the
-    product) only if a factor is under ``e^{F/2}``, so at most ``2T e^F`` is lost: the value is
-    exact where the product is above ``e^{F/2}``, or where no factor is that faint (``faint``: the
-    rows of ``M`` with a finite entry under ``e^{F/2}``, (B, ≥P, T))."""
-    half = math.exp(_floor(product.dtype) / 2)
-    faint_x = (scaled <= half) & (scaled > 0)  # 0: a dead node's
-    return (product > half) | (~faint[:, : product.shape[1]] & ~faint_x.any(-1, keepdim=True))
+def _scaled_flows(matrices: Tensor, transposed: Tensor, log_x: Tensor) -> tuple[Tensor, Tensor]:
+    """``log (M_g e^{x_g})`` (B, P, T) by one product in linear space, stabilised by the largest
+    ``x`` of each group, and the product itself (for :func:`_vouched`). ``log_x`` (B, ≥P, T): the
+    first P are used."""
+    log_x = log_x[:, : matrices.shape[1]]
+    shift = _shift(log_x)
+    product = _product(matrices, transposed, torch.exp(log_x - shift))
+    return shift + _safe_log(product), product
+
+
+def _vouched(product: Tensor, log_x: Tensor, faint: Tensor) -> Tensor:
+    """(B, P, T): where a product of :func:`_scaled_flows` (of ``log_x``, (B, ≥P, T)) is exact to
+    rounding. Every ``M`` entry and every ``e^{x − max}`` is at most 1, and a term can underflow
+    (be flushed, or vanish in the product) only if a factor is under ``e^{F/2}``, so at most
+    ``2T e^F`` is lost: the value is exact where the product is above ``e^{F/2}``, or where no
+    factor is that faint (``faint``: the rows of ``M`` with a finite entry under ``e^{F/2}``,
+    (B, ≥P, T); a dead node's ``x`` is -inf and contributes nothing)."""
+    groups = product.shape[1]
+    half = _floor(product.dtype) / 2
+    log_x = log_x[:, :groups]
+    faint_x = (log_x - _shift(log_x) <= half) & (log_x > -torch.inf)
+    return (product > math.exp(half)) | (~faint[:, :groups] & ~faint_x.any(-1, keepdim=True))
 
 
 def _exact_flows(
@@ -232,11 +239,12 @@ def _scaling_projection(lengths: Tensor, num_arcs: int, first: int):
 
     Node p's in-flow is ``u_p ⊙ (K_{p-1}ᵀ v_{p-1})`` and its out-flow ``v_p ⊙ (K_p u_{p+1})``: two
     batched matrix–vector products (:func:`_scaled_flows`). A flow the products cannot vouch for
-    (mass in flushed entries) is recomputed exactly in log space from its T arcs
-    (:func:`_exact_flows`), so every flow is exact to rounding; the shifts of §3.3
-    (:func:`_cluster_shifts`) then move the log scalings, not the arcs. Once a scaling leaves
-    ``[e^{F/4}, e^{-F/4}]`` the scalings are absorbed into the kernel: exactness never depends on
-    it, but a kernel far from q leaves more flows to recompute."""
+    (:func:`_vouched`: a product under ``e^{F/2}`` with a faint factor) is recomputed exactly in log
+    space from its T arcs (:func:`_exact_flows`), so every flow is exact to rounding; the shifts of
+    §3.3 (:func:`_cluster_shifts`) then move the log scalings, not the arcs. Once a log scaling
+    leaves ``[F/4, −F/4]`` the scalings are absorbed into the kernel: exactness never depends on
+    it, but a kernel far from q leaves more flows to recompute, and float32 rounds a sum of large
+    logs."""
     count = len(range(first, num_arcs, 2))
     nodes = slice(first, first + 2 * count, 2)
     into, out_of = (first - 1) % 2, first % 2  # parity of the groups p - 1 and p
@@ -251,18 +259,19 @@ def _scaling_projection(lengths: Tensor, num_arcs: int, first: int):
         log_kernel, kernels, transposed, faint, log_u, log_v = state
         # K_gᵀ v_g into node g + 1, and K_g u_{g+1} out of node g, over every group of the parity
         # (whole arrays: a slice would be copied), then the clusters'
-        log_in, in_product, in_scaled = _scaled_flows(transposed[into], kernels[into], log_v[:, into::2])
-        log_out, out_product, out_scaled = _scaled_flows(
-            kernels[out_of], transposed[out_of], log_u[:, out_of + 1 :: 2]
-        )
+        log_in, in_product = _scaled_flows(transposed[into], kernels[into], log_v[:, into::2])
+        log_out, out_product = _scaled_flows(kernels[out_of], transposed[out_of], log_u[:, out_of + 1 :: 2])
         log_in, log_out = log_in[:, groups_in], log_out[:, groups_out]
         log_u_p, log_v_p = log_u[:, nodes], log_v[:, nodes]
         live = active & (log_u_p > -torch.inf) & (log_v_p > -torch.inf)
         half = math.exp(_floor(log_u.dtype) / 2)
         if bool((live & ~((in_product[:, groups_in] > half) & (out_product[:, groups_out] > half))).any()):
             # some product is faint: recompute from the arcs each flow it cannot vouch for
-            redo_in = live & ~_vouched(in_product, in_scaled, faint[0][:, into::2])[:, groups_in]
-            redo_out = live & ~_vouched(out_product, out_scaled, faint[1][:, out_of::2])[:, groups_out]
+            redo_in = live & ~_vouched(in_product, log_v[:, into::2], faint[0][:, into::2])[:, groups_in]
+            redo_out = (
+                live
+                & ~_vouched(out_product, log_u[:, out_of + 1 :: 2], faint[1][:, out_of::2])[:, groups_out]
+            )
             if bool(redo_in.any()):
                 where = redo_in.nonzero(as_tuple=True)
                 exact = _exact_flows(log_kernel, log_v[:, positions - 1], where, positions - 1, True)

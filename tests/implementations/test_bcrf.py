@@ -836,3 +836,30 @@ def test_scaling_form_recomputes_and_absorbs(monkeypatch: pytest.MonkeyPatch) ->
         )
     # two calls absorb once each at the start
     assert calls["recomputed"] > 0 and calls["absorbed"] > 2
+
+
+@pytest.mark.parametrize("backend_name", ["torch", "jax"])
+def test_scaling_form_distrusts_a_product_an_underflowing_factor_could_have_emptied(
+    backend_name: str,
+) -> None:
+    """Row 0's only nonzero entry meets a scaling e^-1000 below its group's largest: the linear
+    product ``M x`` is exactly 0 there, but the flow is e^-1001 (not a dead node's 0) and must be
+    recomputed from the arcs, while row 1's product of ordinary factors is trusted."""
+    if backend_name == "jax":
+        pytest.importorskip("jax")
+        from implementations.jax_backend import bcrf as kernel
+    else:
+        from implementations.torch_backend import bcrf as kernel
+    backend = backends.get(backend_name)
+    matrices = np.array([[[[0.0, 0.5], [1.0, 0.5]]]])  # (B, P, T, T), M[i, t]: tag i -> tag t
+    log_x = np.array([[[0.0, -1000.0]]])  # x_1 underflows once scaled by the largest
+    faint = np.zeros((1, 1, 2), dtype=bool)
+    if backend_name == "torch":
+        _, product = kernel._scaled_flows(*(backend.array(a) for a in (matrices, matrices, log_x)))
+        vouched = kernel._vouched(product, backend.array(log_x), backend.array(faint))
+    else:
+        _, vouched = kernel._scaled_flows(
+            backend.array(matrices), backend.array(log_x), backend.array(faint), False
+        )
+    # out of tag 0 (row 0: only tag 1, whose x underflowed) is 0 and not vouched; row 1 is ordinary
+    assert npy(vouched).tolist() == [[[False, True]]]
