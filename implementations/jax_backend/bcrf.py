@@ -166,21 +166,33 @@ def _scaled_log_q(state: _Scaled) -> Array:
     return log_kernel + log_v[:, :-1][..., :, None] + log_u[:, 1:][..., None, :]
 
 
-def _scaled_flows(kernel: Array, log_x: Array, faint: Array, transpose: bool) -> tuple[Array, Array]:
-    """``log (K_gᵀ e^{x_g})`` (``transpose``) or ``log (K_g e^{x_g})`` (B, P, T) by one product in
-    linear space, stabilised by the largest ``x`` of each group, and whether it is exact to rounding,
-    as in the torch backend: the product is above ``e^{F/2}``, or no term can have underflowed (no
-    faint entry, ``faint`` (B, P, T), and no faint ``e^{x − max}``); ``log_x`` (B, ≥P, T): the first
-    P are used."""
-    floor = _floor(kernel.dtype)
-    log_x = log_x[:, : kernel.shape[1]]
+def _shift(log_x: Array) -> Array:
+    """``max log x`` over the last dim, kept (0 for an all -inf row: a dead position)."""
     shift = log_x.max(-1, keepdims=True)
-    shift = jnp.where(shift > -jnp.inf, shift, 0.0)  # a dead position: every x is -inf
+    return jnp.where(shift > -jnp.inf, shift, 0.0)
+
+
+def _scaled_flows(kernel: Array, log_x: Array, transpose: bool) -> tuple[Array, Array]:
+    """``log (K_gᵀ e^{x_g})`` (``transpose``) or ``log (K_g e^{x_g})`` (B, P, T) by one product in
+    linear space, stabilised by the largest ``x`` of each group, and the product itself (for
+    :func:`_vouched`). ``log_x`` (B, ≥P, T): the first P are used."""
+    log_x = log_x[:, : kernel.shape[1]]
+    shift = _shift(log_x)
     scaled = jnp.exp(log_x - shift)
     product = jnp.einsum("bpij,bpi->bpj" if transpose else "bpij,bpj->bpi", kernel, scaled)
-    faint_x = (scaled <= math.exp(floor / 2)) & (log_x > -jnp.inf)  # a term may underflow
-    exact = (product > math.exp(floor / 2)) | (~faint & ~faint_x.any(-1, keepdims=True))
-    return shift + _safe_log(product), exact
+    return shift + _safe_log(product), product
+
+
+def _vouched(product: Array, log_x: Array, faint: Array) -> Array:
+    """(B, P, T): where a product of :func:`_scaled_flows` (of ``log_x``, (B, ≥P, T)) is exact to
+    rounding, as in the torch backend: the product is above ``e^{F/2}``, or no factor of its sum is
+    that faint (``faint`` (B, ≥P, T): the kernel's rows or columns with a finite entry under
+    ``e^{F/2}``; a dead node's ``x`` is -inf and contributes nothing)."""
+    groups = product.shape[1]
+    half = _floor(product.dtype) / 2
+    log_x = log_x[:, :groups]
+    faint_x = (log_x - _shift(log_x) <= half) & (log_x > -jnp.inf)
+    return (product > math.exp(half)) | (~faint[:, :groups] & ~faint_x.any(-1, keepdims=True))
 
 
 def _scaling_projection(lengths: Array, num_arcs: int, first: int):
@@ -202,20 +214,18 @@ def _scaling_projection(lengths: Array, num_arcs: int, first: int):
         if count == 0:
             return state
         log_kernel, kernels, faint, log_u, log_v = state
-        before, after = log_v[:, positions - 1], log_u[:, positions + 1]  # the neighbours' scalings
         # over every group of the parity (a slice of the arcs would be copied), then the clusters'
-        log_in, in_exact = _scaled_flows(kernels[into], log_v[:, into::2], faint[0][:, into::2], True)
-        log_out, out_exact = _scaled_flows(
-            kernels[out_of], log_u[:, out_of + 1 :: 2], faint[1][:, out_of::2], False
-        )
-        log_in, in_exact = log_in[:, groups_in], in_exact[:, groups_in]
-        log_out, out_exact = log_out[:, groups_out], out_exact[:, groups_out]
+        log_in, in_product = _scaled_flows(kernels[into], log_v[:, into::2], True)
+        log_out, out_product = _scaled_flows(kernels[out_of], log_u[:, out_of + 1 :: 2], False)
+        in_exact = _vouched(in_product, log_v[:, into::2], faint[0][:, into::2])[:, groups_in]
+        out_exact = _vouched(out_product, log_u[:, out_of + 1 :: 2], faint[1][:, out_of::2])[:, groups_out]
+        log_in, log_out = log_in[:, groups_in], log_out[:, groups_out]
         log_u_p, log_v_p = log_u[:, nodes], log_v[:, nodes]
         live = active & (log_u_p > -jnp.inf) & (log_v_p > -jnp.inf)
 
         def exact_flows() -> tuple[Array, Array]:
-            arcs_in = log_kernel[:, positions - 1] + before[..., :, None]
-            arcs_out = log_kernel[:, positions] + after[..., None, :]
+            arcs_in = log_kernel[:, positions - 1] + log_v[:, positions - 1][..., :, None]
+            arcs_out = log_kernel[:, positions] + log_u[:, positions + 1][..., None, :]
             return (
                 jnp.where(in_exact, log_in, logsumexp(arcs_in, axis=-2)),
                 jnp.where(out_exact, log_out, logsumexp(arcs_out, axis=-1)),
@@ -234,13 +244,13 @@ def _scaling_projection(lengths: Array, num_arcs: int, first: int):
 def _solver(weights: Array, lengths: Array, temperature: float, order: str, form: str):
     """``(initial state, step, error, log q of a state)`` of IBP in ``form``."""
     initial = _initial(weights, temperature)
+    step, error = _step(lengths, order, initial.shape[1], form), _error(lengths)
     if form == "log":
-        return initial, _step(lengths, order, initial.shape[1], form), _error(lengths), lambda log_q: log_q
-    error = _error(lengths)
+        return initial, step, error, lambda log_q: log_q
     return (
         _absorbed(initial, lengths),
-        _step(lengths, order, initial.shape[1], form),
-        lambda state, previous: error(_scaled_log_q(state), None),
+        step,
+        lambda state, _: error(_scaled_log_q(state), None),
         _scaled_log_q,
     )
 

@@ -47,10 +47,10 @@ def _first_clusters(order: str) -> tuple[int, int]:
     return (2, 1) if order == "odd-even" else (1, 2)
 
 
-def _cluster_shifts(log_in: Tensor, log_out: Tensor, active: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def _cluster_shifts(log_in: Tensor, log_out: Tensor, active: Tensor) -> tuple[Tensor, Tensor]:
     """The projection of §3.3 given each node's log in- and out-flow (B, P, T): the shift of the
     log of its in-arcs (``column``) and out-arcs (``row``), -inf for a dead node and 0 outside the
-    ``active`` (B, P, 1) clusters; and each cluster's log normaliser (B, P, 1)."""
+    ``active`` (B, P, 1) clusters."""
     log_node = (log_in + log_out) / 2  # log sqrt(in · out): the node's new throughput, unnormalised
     log_norm = logsumexp(log_node, dim=-1).unsqueeze(-1)
     alive = torch.isfinite(log_node)
@@ -58,7 +58,7 @@ def _cluster_shifts(log_in: Tensor, log_out: Tensor, active: Tensor) -> tuple[Te
     dead = active & ~alive
     column_shift = torch.where(dead, -torch.inf, torch.where(active, half_gap - log_norm, 0.0))
     row_shift = torch.where(dead, -torch.inf, torch.where(active, -half_gap - log_norm, 0.0))
-    return column_shift, row_shift, log_norm
+    return column_shift, row_shift
 
 
 def _project(log_q: Tensor, lengths: Tensor, first: int) -> Tensor:
@@ -79,7 +79,7 @@ def _project(log_q: Tensor, lengths: Tensor, first: int) -> Tensor:
     log_in = logsumexp(log_q[:, into], dim=-2)  # (B, P, T) in-flow of each node
     log_out = logsumexp(log_q[:, out_of], dim=-1)  # (B, P, T) out-flow of each node
     active = (positions < (lengths - 1).unsqueeze(-1)).unsqueeze(-1)  # (B, P, 1)
-    column_shift, row_shift, _ = _cluster_shifts(log_in, log_out, active)
+    column_shift, row_shift = _cluster_shifts(log_in, log_out, active)
     columns = log_q.new_zeros(batch, num_arcs, num_tags).index_copy(1, positions - 1, column_shift)
     rows = log_q.new_zeros(batch, num_arcs, num_tags).index_copy(1, positions, row_shift)
     return log_q + (rows.unsqueeze(-1) + columns.unsqueeze(-2))
@@ -280,7 +280,7 @@ def _scaling_projection(lengths: Tensor, num_arcs: int, first: int):
                 where = redo_out.nonzero(as_tuple=True)
                 exact = _exact_flows(log_kernel, log_u[:, positions + 1], where, positions, False)
                 log_out = log_out.index_put(where, exact)
-        column, row, _ = _cluster_shifts(log_u_p + log_in, log_v_p + log_out, active)
+        column, row = _cluster_shifts(log_u_p + log_in, log_v_p + log_out, active)
         new = torch.stack([log_u_p + column, log_v_p + row])
         log_u, log_v = log_u.clone(), log_v.clone()
         log_u[:, nodes], log_v[:, nodes] = new
@@ -296,13 +296,13 @@ def _scaling_projection(lengths: Tensor, num_arcs: int, first: int):
 def _solver(weights: Tensor, lengths: Tensor, temperature: float, order: str, form: str):
     """``(initial state, step, error, log q of a state)`` of IBP in ``form``."""
     initial = _initial(weights, temperature)
+    step, error = _step(lengths, order, initial.shape[1], form), _error(lengths)
     if form == "log":
-        return initial, _step(lengths, order, initial.shape[1], form), _error(lengths), lambda log_q: log_q
-    error = _error(lengths)
+        return initial, step, error, lambda log_q: log_q
     return (
         _absorbed(initial, lengths),
-        _step(lengths, order, initial.shape[1], form),
-        lambda state, previous: error(_scaled_log_q(state), None),
+        step,
+        lambda state, _: error(_scaled_log_q(state), None),
         _scaled_log_q,
     )
 

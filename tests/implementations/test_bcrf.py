@@ -856,10 +856,8 @@ def test_scaling_form_distrusts_a_product_an_underflowing_factor_could_have_empt
     faint = np.zeros((1, 1, 2), dtype=bool)
     if backend_name == "torch":
         _, product = kernel._scaled_flows(*(backend.array(a) for a in (matrices, matrices, log_x)))
-        vouched = kernel._vouched(product, backend.array(log_x), backend.array(faint))
     else:
-        _, vouched = kernel._scaled_flows(
-            backend.array(matrices), backend.array(log_x), backend.array(faint), False
-        )
+        _, product = kernel._scaled_flows(backend.array(matrices), backend.array(log_x), False)
+    vouched = kernel._vouched(product, backend.array(log_x), backend.array(faint))
     # out of tag 0 (row 0: only tag 1, whose x underflowed) is 0 and not vouched; row 1 is ordinary
     assert npy(vouched).tolist() == [[[False, True]]]
