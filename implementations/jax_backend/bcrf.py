@@ -148,16 +148,17 @@ def _absorbed(log_kernel: Array, lengths: Array) -> _Scaled:
     floor = _floor(log_kernel.dtype)
     kernel = jnp.where(log_kernel > floor, jnp.exp(log_kernel), 0.0)
     batch, num_arcs, num_tags, _ = log_kernel.shape
-    finite = log_kernel > -jnp.inf  # log q is never +inf or NaN
+    faint = (log_kernel > -jnp.inf) & (log_kernel <= floor / 2)  # an entry whose products may underflow
+    faint = (faint.any(-2), faint.any(-1))
+    # a side with a finite arc has a kept entry (a positive sum) or a faint one
     edge = jnp.ones((batch, 1, num_tags), bool)
-    has_in = jnp.concatenate([edge, finite.any(-2)], axis=1)  # (B, N, T)
-    has_out = jnp.concatenate([finite.any(-1), edge], axis=1)
+    has_in = jnp.concatenate([edge, (kernel.sum(-2) > 0) | faint[0]], axis=1)  # (B, N, T)
+    has_out = jnp.concatenate([(kernel.sum(-1) > 0) | faint[1], edge], axis=1)
     positions = jnp.arange(num_arcs + 1)
     inner = ((positions >= 1) & (positions < (lengths - 1)[:, None]))[..., None]
     log_scale = jnp.where(has_in | has_out | ~inner, 0.0, -jnp.inf).astype(log_kernel.dtype)
-    faint = finite & (log_kernel <= floor / 2)  # an entry whose products may underflow
     kernels = (kernel[:, 0::2], kernel[:, 1::2])
-    return _Scaled(log_kernel, kernels, (faint.any(-2), faint.any(-1)), log_scale, log_scale)
+    return _Scaled(log_kernel, kernels, faint, log_scale, log_scale)
 
 
 def _scaled_log_q(state: _Scaled) -> Array:

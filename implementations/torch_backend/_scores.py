@@ -83,22 +83,28 @@ def arc_weights(
     """The paper's arc weights ``w`` (B, N-1, T, T) and the tag scores of length-1 sequences (B, T).
 
     ``w[i, a, b] = transitions[i, a, b] + emissions[i+1, b]``; the first arc also gets
-    ``emissions[0, a] + start[a]`` and arc ``len - 2`` gets ``end[b]``. Arcs past ``len - 2`` are 0
-    (padding, never read). A length-1 sequence has no arc: its scores are
+    ``emissions[0, a] + start[a]`` and arc ``len - 2`` gets ``end[b]``. Arcs past ``len - 2``
+    (padding, never read) hold the shared transitions, or 0 where transitions are given per
+    position (their padding may be anything). A length-1 sequence has no arc: its scores are
     ``emissions[0] + start + end`` (0 for longer sequences).
+
+    The full (B, N-1, T, T) array is written by one broadcast sum of a row term and a column term
+    (B, N-1, T) onto the transitions, with no mask over it: passes over it dominate the cost.
     """
-    batch, length, _ = emissions.shape
-    emissions, transitions = clean_padding(emissions, transitions, lengths)
+    batch, length, num_tags = emissions.shape
+    real = position_mask(lengths, length)
+    emissions = torch.where(real.unsqueeze(-1), emissions, 0.0)
     start, end = boundary(start, emissions), boundary(end, emissions)
     first_tag = emissions[:, 0] + start
     # 0 for longer sequences: their tag scores may all be -inf, and no such row may reach a softmax
     singles = torch.where(lengths.unsqueeze(-1) == 1, first_tag + end, 0.0)
+    if transitions.ndim == 4:
+        transitions = torch.where(real[:, 1:, None, None], transitions, 0.0)
+    transitions = per_position(transitions, batch, length)
     if length == 1:
         return transitions, singles
-    weights = transitions + emissions[:, 1:].unsqueeze(2)
-    is_first = torch.arange(length - 1, device=emissions.device) == 0
     is_last = torch.arange(length - 1, device=emissions.device) == (lengths - 2).unsqueeze(-1)
-    weights = weights + torch.where(is_first[None, :, None, None], first_tag[:, None, :, None], 0.0)
-    weights = torch.where(is_last[:, :, None, None], weights + end, weights)
-    real = torch.arange(length - 1, device=emissions.device) < (lengths - 1).unsqueeze(-1)
-    return torch.where(real[:, :, None, None], weights, 0.0), singles
+    columns = emissions[:, 1:] + torch.where(is_last.unsqueeze(-1), end, 0.0)
+    first_row = torch.where(lengths.unsqueeze(-1) > 1, first_tag, 0.0)  # a length-1 sequence: padding
+    rows = torch.cat([first_row.unsqueeze(1), first_row.new_zeros(batch, length - 2, num_tags)], dim=1)
+    return transitions + (rows.unsqueeze(-1) + columns.unsqueeze(-2)), singles

@@ -155,20 +155,30 @@ def _absorbed(log_kernel: Tensor, lengths: Tensor, alive: Tensor | None = None) 
     node whose in- and out-arcs are all -inf (as the log form leaves a node it killed; one with
     only one side -inf is killed by its next projection)."""
     floor = _floor(log_kernel.dtype)
-    kept = log_kernel > floor
-    kernel = torch.where(kept, torch.exp(log_kernel), 0.0)
-    finite = log_kernel > -torch.inf  # log q is never +inf or NaN
+    kernel = torch.threshold(torch.exp(log_kernel), torch.finfo(log_kernel.dtype).tiny, 0.0)
+    faint = _faint(log_kernel, floor / 2)
     if alive is None:
+        # a side with a finite arc has a kept entry (a positive sum) or a faint one
         batch, num_arcs, num_tags, _ = log_kernel.shape
-        edge = finite.new_ones(batch, 1, num_tags)
-        has_in = torch.cat([edge, finite.any(-2)], dim=1)  # (B, N, T)
-        has_out = torch.cat([finite.any(-1), edge], dim=1)
+        edge = faint[0].new_ones(batch, 1, num_tags)
+        has_in = torch.cat([edge, (kernel.sum(-2) > 0) | faint[0]], dim=1)  # (B, N, T)
+        has_out = torch.cat([(kernel.sum(-1) > 0) | faint[1], edge], dim=1)
         alive = has_in | has_out | ~_inner_nodes(lengths, num_arcs + 1)
-    faint = finite & (log_kernel <= floor / 2)  # an entry whose products may underflow
     log_scale = torch.where(alive, 0.0, -torch.inf).to(log_kernel.dtype)
     kernels = tuple(kernel[:, parity::2].contiguous() for parity in (0, 1))
     transposed = tuple(part.transpose(-1, -2).contiguous() for part in kernels)
-    return _Scaled(log_kernel, kernels, transposed, (faint.any(-2), faint.any(-1)), log_scale, log_scale)
+    return _Scaled(log_kernel, kernels, transposed, faint, log_scale, log_scale)
+
+
+def _faint(log_kernel: Tensor, half: float) -> tuple[Tensor, Tensor]:
+    """The columns and the rows (B, N-1, T) of each arc group that hold a finite entry ``≤ half``.
+    Mostly there is none, which one reduction over each whole group shows (cheaper than two)."""
+    finite = torch.nan_to_num(log_kernel, nan=math.nan, posinf=math.inf, neginf=math.inf)
+    if not bool((finite.flatten(2).amin(-1) <= half).any()):
+        none = log_kernel.new_zeros(log_kernel.shape[:-1], dtype=torch.bool)
+        return none, none
+    faint = finite <= half
+    return faint.any(-2), faint.any(-1)
 
 
 def _scaled_log_q(state: _Scaled) -> Tensor:
@@ -327,7 +337,7 @@ def _arc_mask(lengths: Tensor, num_arcs: int) -> Tensor:
 
 def _arc_marginals(log_q: Tensor, lengths: Tensor) -> Tensor:
     """q (B, N-1, T, T), zero on padding."""
-    return torch.where(_arc_mask(lengths, log_q.shape[1]), torch.exp(log_q), 0.0)
+    return torch.exp(log_q) * _arc_mask(lengths, log_q.shape[1])  # log q is never +inf or NaN
 
 
 def _unary(pairwise: Tensor, singles: Tensor, lengths: Tensor, temperature: float) -> Tensor:
@@ -350,11 +360,16 @@ def _unary(pairwise: Tensor, singles: Tensor, lengths: Tensor, temperature: floa
 def _value(
     log_q: Tensor, pairwise: Tensor, weights: Tensor, singles: Tensor, lengths: Tensor, temperature: float
 ) -> Tensor:
-    """``B_Y(w/τ) = Σ q (w/τ − log q)`` (B,) at the iterate; arcs with q = 0 contribute 0 (guarded
-    before the product); a length-1 sequence's is the log-sum-exp of its tag scores."""
-    gap = torch.where(pairwise > 0, weights / temperature - log_q, 0.0)  # q > 0: a live arc
+    """``B_Y(w/τ) = Σ q (w/τ − log q)`` (B,) at the iterate; arcs with q = 0 contribute 0 (a -inf
+    log counts as 0 before the product); a length-1 sequence's is the log-sum-exp of its tag scores."""
+    gap = _finite_or_zero(weights / temperature) - _finite_or_zero(log_q)  # q = 0 where either is -inf
     value = (pairwise * gap).flatten(1).sum(-1)
     return torch.where(lengths == 1, logsumexp(singles / temperature, dim=-1), value)
+
+
+def _finite_or_zero(x: Tensor) -> Tensor:
+    """``x`` with -inf replaced by 0 (and a zero gradient there); NaN and +inf are kept."""
+    return torch.nan_to_num(x, nan=math.nan, posinf=math.inf, neginf=0.0)
 
 
 def _violation(pairwise: Tensor, lengths: Tensor) -> Tensor:

@@ -772,6 +772,9 @@ def test_scaling_form_equals_log_form(backend: Backend, dtype: str, tau: float) 
     kw = inst.arrays(backend, dtype)
     tags = inst.gold_array(backend)
     tol = FORM_TOLERANCE[dtype]
+    # the forms round differently: a log of size ~|w|/τ carries ~ε|w|/τ, hence a looser bound at
+    # τ = 0.01 (JAX never absorbs, so its scalings grow that large)
+    marginal_tol = tol * max(1.0, 0.1 / tau)
     for order in ORDERS:
         opts = {"iterations": 7, "temperature": tau, "order": order}
         log_res, scaled_res = (
@@ -779,7 +782,7 @@ def test_scaling_form_equals_log_form(backend: Backend, dtype: str, tau: float) 
         )
         for field in ("unary", "pairwise", "errors"):
             np.testing.assert_allclose(
-                npy(getattr(scaled_res, field)), npy(getattr(log_res, field)), rtol=0, atol=tol
+                npy(getattr(scaled_res, field)), npy(getattr(log_res, field)), rtol=0, atol=marginal_tol
             )
         np.testing.assert_allclose(npy(scaled_res.value), npy(log_res.value), rtol=tol, atol=tol / tau)
         for b in np.flatnonzero(inst.lengths > 1):  # forbidden arcs carry exactly no mass
