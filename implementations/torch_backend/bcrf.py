@@ -85,9 +85,14 @@ def _project(log_q: Tensor, lengths: Tensor, first: int) -> Tensor:
     return log_q + (rows.unsqueeze(-1) + columns.unsqueeze(-2))
 
 
+def _scaled(weights: Tensor, temperature: float) -> Tensor:
+    """``w/τ``: ``weights`` themselves at τ = 1 (no copy of the arcs)."""
+    return weights if temperature == 1 else weights / temperature
+
+
 def _initial(weights: Tensor, temperature: float) -> Tensor:
     """``log q`` before the first projection: ``w/τ`` with every arc group normalised."""
-    log_q = weights / temperature
+    log_q = _scaled(weights, temperature)
     return log_q - logsumexp(log_q.flatten(2), dim=-1)[:, :, None, None]
 
 
@@ -172,10 +177,12 @@ def _absorbed(log_kernel: Tensor, lengths: Tensor, alive: Tensor | None = None) 
 
 def _faint(log_kernel: Tensor, half: float) -> tuple[Tensor, Tensor]:
     """The columns and the rows (B, N-1, T) of each arc group that hold a finite entry ``≤ half``.
-    Mostly there is none, which one reduction over each whole group shows (cheaper than two)."""
+    Mostly there is none, which one reduction shows (the smallest entry, once -inf is set aside)."""
+    none = log_kernel.new_zeros(log_kernel.shape[:-1], dtype=torch.bool)
+    if log_kernel.numel() == 0 or float(log_kernel.amin()) > half:  # no -inf, nothing faint
+        return none, none
     finite = torch.nan_to_num(log_kernel, nan=math.nan, posinf=math.inf, neginf=math.inf)
-    if not bool((finite.flatten(2).amin(-1) <= half).any()):
-        none = log_kernel.new_zeros(log_kernel.shape[:-1], dtype=torch.bool)
+    if float(finite.amin()) > half:
         return none, none
     faint = finite <= half
     return faint.any(-2), faint.any(-1)
@@ -184,7 +191,8 @@ def _faint(log_kernel: Tensor, half: float) -> tuple[Tensor, Tensor]:
 def _scaled_log_q(state: _Scaled) -> Tensor:
     """``log q`` (B, N-1, T, T) of a scaling-form iterate (a ``_Scaled`` or a plain tuple)."""
     log_kernel, *_, log_u, log_v = state
-    return log_kernel + log_v[:, :-1].unsqueeze(-1) + log_u[:, 1:].unsqueeze(-2)
+    # in place on the first sum's fresh result (an addition saves nothing for autograd)
+    return (log_kernel + log_v[:, :-1].unsqueeze(-1)).add_(log_u[:, 1:].unsqueeze(-2))
 
 
 #: From this many tags on, a batch of matrix–vector products ``M x`` is faster as row vector
@@ -362,9 +370,16 @@ def _value(
 ) -> Tensor:
     """``B_Y(w/τ) = Σ q (w/τ − log q)`` (B,) at the iterate; arcs with q = 0 contribute 0 (a -inf
     log counts as 0 before the product); a length-1 sequence's is the log-sum-exp of its tag scores."""
-    gap = _finite_or_zero(weights / temperature) - _finite_or_zero(log_q)  # q = 0 where either is -inf
-    value = (pairwise * gap).flatten(1).sum(-1)
+    # q = 0 where either log is -inf
+    value = _inner(pairwise, _finite_or_zero(_scaled(weights, temperature))) - _inner(
+        pairwise, _finite_or_zero(log_q)
+    )
     return torch.where(lengths == 1, logsumexp(singles / temperature, dim=-1), value)
+
+
+def _inner(x: Tensor, y: Tensor) -> Tensor:
+    """``Σ x ⊙ y`` (B,) over all but the batch dim, as a batched dot: no temporary as big as ``x``."""
+    return torch.bmm(x.flatten(1).unsqueeze(1), y.flatten(1).unsqueeze(2)).view(-1)
 
 
 def _finite_or_zero(x: Tensor) -> Tensor:
