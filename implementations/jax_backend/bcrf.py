@@ -218,13 +218,18 @@ def _scaling_projection(lengths: Array, num_arcs: int, first: int):
         # over every group of the parity (a slice of the arcs would be copied), then the clusters'
         log_in, in_product = _scaled_flows(kernels[into], log_v[:, into::2], True)
         log_out, out_product = _scaled_flows(kernels[out_of], log_u[:, out_of + 1 :: 2], False)
-        in_exact = _vouched(in_product, log_v[:, into::2], faint[0][:, into::2])[:, groups_in]
-        out_exact = _vouched(out_product, log_u[:, out_of + 1 :: 2], faint[1][:, out_of::2])[:, groups_out]
         log_in, log_out = log_in[:, groups_in], log_out[:, groups_out]
         log_u_p, log_v_p = log_u[:, nodes], log_v[:, nodes]
         live = active & (log_u_p > -jnp.inf) & (log_v_p > -jnp.inf)
+        half = math.exp(_floor(log_u.dtype) / 2)
+        faint_product = (in_product[:, groups_in] <= half) | (out_product[:, groups_out] <= half)
 
         def exact_flows() -> tuple[Array, Array]:
+            # the products are exact where :func:`_vouched` says so; the others are recomputed
+            in_exact = _vouched(in_product, log_v[:, into::2], faint[0][:, into::2])[:, groups_in]
+            out_exact = _vouched(out_product, log_u[:, out_of + 1 :: 2], faint[1][:, out_of::2])[
+                :, groups_out
+            ]
             arcs_in = log_kernel[:, positions - 1] + log_v[:, positions - 1][..., :, None]
             arcs_out = log_kernel[:, positions] + log_u[:, positions + 1][..., None, :]
             return (
@@ -232,8 +237,8 @@ def _scaling_projection(lengths: Array, num_arcs: int, first: int):
                 jnp.where(out_exact, log_out, logsumexp(arcs_out, axis=-1)),
             )
 
-        redo = (live & ~(in_exact & out_exact)).any()
-        log_in, log_out = lax.cond(redo, exact_flows, lambda: (log_in, log_out))
+        # a product above e^{F/2} is exact: only a faint one can need recomputing
+        log_in, log_out = lax.cond((live & faint_product).any(), exact_flows, lambda: (log_in, log_out))
         column, row = _cluster_shifts(log_u_p + log_in, log_v_p + log_out, active)
         log_u = log_u.at[:, nodes].set(log_u_p + column)
         log_v = log_v.at[:, nodes].set(log_v_p + row)
