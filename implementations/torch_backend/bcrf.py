@@ -370,10 +370,8 @@ def _value(
 ) -> Tensor:
     """``B_Y(w/τ) = Σ q (w/τ − log q)`` (B,) at the iterate; arcs with q = 0 contribute 0 (a -inf
     log counts as 0 before the product); a length-1 sequence's is the log-sum-exp of its tag scores."""
-    # q = 0 where either log is -inf
-    value = _inner(pairwise, _finite_or_zero(_scaled(weights, temperature))) - _inner(
-        pairwise, _finite_or_zero(log_q)
-    )
+    expected = _inner(pairwise, _finite_or_zero(_scaled(weights, temperature)))  # <q, w/τ>
+    value = expected - _inner(pairwise, _finite_or_zero(log_q))  # + H(q)
     return torch.where(lengths == 1, logsumexp(singles / temperature, dim=-1), value)
 
 
