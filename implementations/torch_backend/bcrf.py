@@ -142,6 +142,11 @@ def _floor(dtype: torch.dtype) -> float:
     return math.log(torch.finfo(dtype).tiny)
 
 
+def _finite_or_zero(x: Tensor) -> Tensor:
+    """``x`` with -inf replaced by 0 (and a zero gradient there); NaN and +inf are kept."""
+    return torch.nan_to_num(x, nan=math.nan, posinf=math.inf, neginf=0.0)
+
+
 def _safe_log(x: Tensor) -> Tensor:
     """``log x`` with ``log 0 = -inf`` and a finite gradient everywhere (0 where ``x = 0``)."""
     positive = x > 0
@@ -212,8 +217,7 @@ def _product(matrices: Tensor, transposed: Tensor, vectors: Tensor) -> Tensor:
 
 def _shift(log_x: Tensor) -> Tensor:
     """``max log x`` over the last dim, kept (0 for an all -inf row: a dead position)."""
-    shift = log_x.amax(-1, keepdim=True)
-    return torch.where(shift > -torch.inf, shift, 0.0)
+    return _finite_or_zero(log_x.amax(-1, keepdim=True))
 
 
 def _scaled_flows(matrices: Tensor, transposed: Tensor, log_x: Tensor) -> tuple[Tensor, Tensor]:
@@ -302,7 +306,7 @@ def _scaling_projection(lengths: Tensor, num_arcs: int, first: int):
         new = torch.stack([log_u_p + column, log_v_p + row])
         log_u, log_v = log_u.clone(), log_v.clone()
         log_u[:, nodes], log_v[:, nodes] = new
-        low, high = torch.where(new > -torch.inf, new, 0.0).flatten().aminmax() if new.numel() else (0, 0)
+        low, high = _finite_or_zero(new).flatten().aminmax() if new.numel() else (0, 0)
         if max(-float(low), float(high)) > -_floor(new.dtype) / 4:
             log_q = _scaled_log_q((log_kernel, kernels, transposed, faint, log_u, log_v))
             return _absorbed(log_q, lengths, (log_u > -torch.inf) & (log_v > -torch.inf))
@@ -378,11 +382,6 @@ def _value(
 def _inner(x: Tensor, y: Tensor) -> Tensor:
     """``Σ x ⊙ y`` (B,) over all but the batch dim, as a batched dot: no temporary as big as ``x``."""
     return torch.bmm(x.flatten(1).unsqueeze(1), y.flatten(1).unsqueeze(2)).view(-1)
-
-
-def _finite_or_zero(x: Tensor) -> Tensor:
-    """``x`` with -inf replaced by 0 (and a zero gradient there); NaN and +inf are kept."""
-    return torch.nan_to_num(x, nan=math.nan, posinf=math.inf, neginf=0.0)
 
 
 def _violation(pairwise: Tensor, lengths: Tensor) -> Tensor:
