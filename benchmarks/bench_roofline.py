@@ -4,9 +4,11 @@ the hardware limit.
 
 An IBP iteration is two projections. In the log form each must at least read and write every arc
 (B, N-1, T, T) in float32: 16 bytes per arc per iteration; the scaling form (BCRF's default) only
-reads every arc once per projection, as two batched matrix–vector products, and writes O(N T)
-scalings: 8 bytes per arc per iteration. The count is that of the form the benchmark runs (the
-registry's default). Its time is measured as the difference between 20 and 10 iterations of
+reads the kernel of every arc group once per projection, as two batched matrix–vector products,
+and writes O(N T) scalings: 8 bytes per arc per iteration. The benchmark's transitions are per
+position, as the paper's models' (with shared ones the scaling form's kernel is one (T, T) matrix
+and no arc is read at all). The count is that of the form the benchmark runs (the registry's
+default). Its time is measured as the difference between 20 and 10 iterations of
 ``marginals``, divided by 10, which leaves out the set-up and read-off that do not repeat.
 """
 

@@ -6,6 +6,8 @@ per shape instead of one per operation (inside a traced caller they are simply i
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 from jax import Array
@@ -85,21 +87,32 @@ def mask_emissions(emissions: Array, allowed: Array) -> Array:
     return jnp.where(allowed, emissions, -jnp.inf)
 
 
+class ArcTerms(NamedTuple):
+    """The paper's arc weights ``w`` (B, N-1, T, T) kept as their three terms,
+    ``w[i, a, b] = transitions[i, a, b] + rows[i, a] + columns[i, b]``, and the tag scores of
+    length-1 sequences, as in the torch backend."""
+
+    transitions: Array  # (T, T) shared, or (B, N-1, T, T) zeroed past each length
+    rows: Array  # (B, N-1, T): emissions[0] + start on the first arc, 0 elsewhere
+    columns: Array  # (B, N-1, T): emissions[i+1], plus end on arc len - 2
+    singles: Array  # (B, T): emissions[0] + start + end for length 1, 0 for longer sequences
+
+    def weights(self) -> Array:
+        """The arcs ``w`` (B, N-1, T, T), by one broadcast sum of the row and column terms onto the
+        transitions, with no mask over it."""
+        batch, num_arcs, num_tags = self.rows.shape
+        pairs = jnp.broadcast_to(self.transitions, (batch, num_arcs, num_tags, num_tags))
+        return pairs + (self.rows[..., :, None] + self.columns[..., None, :])
+
+
 @jax.jit
-def arc_weights(
+def arc_terms(
     emissions: Array, transitions: Array, lengths: Array, start: Array | None, end: Array | None
-) -> tuple[Array, Array]:
-    """The paper's arc weights ``w`` (B, N-1, T, T) and the tag scores of length-1 sequences (B, T).
-
-    ``w[i, a, b] = transitions[i, a, b] + emissions[i+1, b]``; the first arc also gets
-    ``emissions[0, a] + start[a]`` and arc ``len - 2`` gets ``end[b]``. Arcs past ``len - 2``
-    (padding, never read) hold the shared transitions, or 0 where transitions are given per
-    position (their padding may be anything). A length-1 sequence has no arc: its scores are
-    ``emissions[0] + start + end`` (0 for longer sequences).
-
-    As in the torch backend, the full (B, N-1, T, T) array is one broadcast sum of a row term and
-    a column term (B, N-1, T) onto the transitions, with no mask over it.
-    """
+) -> ArcTerms:
+    """The terms of the paper's arc weights (see :class:`ArcTerms`): every unary folded into
+    exactly one arc group, ``emissions[i+1]`` into the columns of arc ``i``, ``emissions[0] + start``
+    into the rows of the first arc and ``end`` into the columns of arc ``len - 2``. Padding arcs
+    hold 0 row and column terms; a length-1 sequence has no arc."""
     batch, length, num_tags = emissions.shape
     real = position_mask(lengths, length)
     emissions = jnp.where(real[..., None], emissions, 0.0)
@@ -109,13 +122,20 @@ def arc_weights(
     singles = jnp.where(lengths[:, None] == 1, first_tag + end, 0.0)
     if transitions.ndim == 4:
         transitions = jnp.where(real[:, 1:, None, None], transitions, 0.0)
-    transitions = per_position(transitions, batch, length)
-    if length == 1:
-        return transitions, singles
     is_last = jnp.arange(length - 1) == (lengths - 2)[:, None]
     columns = emissions[:, 1:] + jnp.where(is_last[..., None], end, 0.0)
     first_row = jnp.where(lengths[:, None] > 1, first_tag, 0.0)  # a length-1 sequence: padding
-    rows = jnp.concatenate(
-        [first_row[:, None], jnp.zeros((batch, length - 2, num_tags), first_row.dtype)], axis=1
-    )
-    return transitions + (rows[..., :, None] + columns[..., None, :]), singles
+    rest = jnp.zeros((batch, max(length - 2, 0), num_tags), first_row.dtype)
+    rows = jnp.concatenate([first_row[:, None], rest], axis=1)[:, : length - 1]
+    return ArcTerms(transitions, rows, columns, singles)
+
+
+@jax.jit
+def arc_weights(
+    emissions: Array, transitions: Array, lengths: Array, start: Array | None, end: Array | None
+) -> tuple[Array, Array]:
+    """The paper's arc weights ``w`` (B, N-1, T, T) and the tag scores of length-1 sequences (B, T)
+    (see :func:`arc_terms`). Arcs past ``len - 2`` (padding, never read) hold the shared
+    transitions, or 0 where transitions are given per position (their padding may be anything)."""
+    terms = arc_terms(emissions, transitions, lengths, start, end)
+    return terms.weights(), terms.singles

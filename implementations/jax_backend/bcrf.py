@@ -11,10 +11,10 @@ changes a result.
 
 Two forms compute the same iterates, as in the torch backend (docs/derivations.md §3.12):
 ``form="log"`` rewrites ``log q`` in every projection; ``form="scaling"`` (the default but for
-``decode``) keeps ``log q = log K + log v ⊕ log u`` and projects with two batched matrix–vector
+``decode``) keeps ``log q = log K + log v ⊕ log u`` with the unaries in the scalings and the
+transitions alone in ``K`` (one (T, T) matrix where they are shared), projects with two matrix
 products, recomputing the flows in log space (``lax.cond``) where the products cannot vouch for
-them. Unlike torch it never absorbs the scalings into the kernel: a conditional rewrite of the arc
-arrays inside the ``scan`` makes XLA copy them at every projection.
+them, and reads the loss's value and gradient off the scalings and the flows.
 
 Lengths 1 and 2 have no inner cluster: length 1 is a softmax over tags, length 2 a softmax over
 tag pairs (every arc group is normalised before the first projection, which leaves the iterates
@@ -26,6 +26,7 @@ Options are Python values, static under ``jax.jit``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -36,7 +37,7 @@ from jax import Array, lax
 
 from ..solver import SolverOutput
 from ._fixed_point import iterate, iterate_with_errors
-from ._scores import arc_weights, gold_score, mask_emissions, position_mask
+from ._scores import ArcTerms, arc_terms, gold_score, mask_emissions, position_mask
 from ._semiring import logsumexp
 from ._tokens import argmax_tags
 
@@ -50,18 +51,23 @@ def _first_clusters(order: str) -> tuple[int, int]:
     return (2, 1) if order == "odd-even" else (1, 2)
 
 
-def _cluster_shifts(log_in: Array, log_out: Array, active: Array) -> tuple[Array, Array]:
-    """The projection of §3.3 given each node's log in- and out-flow (B, P, T): the shift of the
-    log of its in-arcs (``column``) and out-arcs (``row``), -inf for a dead node and 0 outside the
-    ``active`` (B, P, 1) clusters."""
+def _cluster_shifts(log_flows: Array, inside: Array) -> Array:
+    """The projection of §3.3 given each node's log in- and out-flow, stacked (B, P, 2, T): the
+    shifts (B, P, 2, T) of the log of its in-arcs (``[:, :, 0]``) and out-arcs (``[:, :, 1]``),
+    -inf for a dead tag, 0 outside the clusters (``inside`` (B, P, 1, 1): 1 for a cluster, 0
+    elsewhere), as in the torch backend (XLA fuses the masks torch avoids)."""
+    log_in, log_out = log_flows[:, :, 0], log_flows[:, :, 1]
     log_node = (log_in + log_out) / 2  # log sqrt(in · out): the node's new throughput, unnormalised
-    log_norm = logsumexp(log_node, axis=-1)[..., None]
-    alive = jnp.isfinite(log_node)
+    alive = log_node > -jnp.inf
+    offset = jnp.where(alive, -logsumexp(log_node, axis=-1)[..., None], -jnp.inf)
     half_gap = jnp.where(alive, (log_out - log_in) / 2, 0.0)
-    dead = active & ~alive
-    column_shift = jnp.where(dead, -jnp.inf, jnp.where(active, half_gap - log_norm, 0.0))
-    row_shift = jnp.where(dead, -jnp.inf, jnp.where(active, -half_gap - log_norm, 0.0))
-    return column_shift, row_shift
+    shifts = offset[:, :, None] + jnp.stack([half_gap, -half_gap], axis=2)
+    return jnp.where(inside > 0, shifts, 0.0)
+
+
+def _inside(active: Array, dtype: Any) -> Array:
+    """(B, P, 1, 1) of ``dtype``: 1 for the clusters ``active`` (B, P, 1) marks, 0 elsewhere."""
+    return active[..., None].astype(dtype)
 
 
 def _project(log_q: Array, lengths: Array, first: int) -> Array:
@@ -82,7 +88,8 @@ def _project(log_q: Array, lengths: Array, first: int) -> Array:
     log_in = logsumexp(log_q[:, into], axis=-2)  # (B, P, T) in-flow of each node
     log_out = logsumexp(log_q[:, out_of], axis=-1)  # (B, P, T) out-flow of each node
     active = (positions < (lengths - 1)[:, None])[..., None]  # (B, P, 1)
-    column_shift, row_shift = _cluster_shifts(log_in, log_out, active)
+    shifts = _cluster_shifts(jnp.stack([log_in, log_out], axis=2), _inside(active, log_q.dtype))
+    column_shift, row_shift = shifts[:, :, 0], shifts[:, :, 1]
     columns = jnp.zeros((batch, num_arcs, num_tags), log_q.dtype).at[:, positions - 1].set(column_shift)
     rows = jnp.zeros((batch, num_arcs, num_tags), log_q.dtype).at[:, positions].set(row_shift)
     return log_q + (rows[..., :, None] + columns[..., None, :])
@@ -116,16 +123,24 @@ def _error(lengths: Array):
     return lambda log_q, _: _violation(_arc_marginals(log_q, lengths), lengths)
 
 
+class _Kernel(NamedTuple):
+    """``K = exp(transitions/τ − shift)``: the arcs' weights without their unaries, shared (T, T) or
+    per arc group (B, N-1, T, T), with largest entry 1 (``shift``, per group where they are per
+    group), entries under the dtype's smallest normal number flushed to 0, as in the torch backend;
+    ``parities`` holds K's even and odd groups (shared: K for both)."""
+
+    log: Array  # (T, T) or (B, N-1, T, T)
+    shift: Array  # () or (B, N-1)
+    linear: Array  # exp(log), flushed
+    parities: tuple[Array, Array]  # groups 0, 2, ... and 1, 3, ...
+
+
 class _Scaled(NamedTuple):
     """An IBP iterate in scaling form, as in the torch backend:
-    ``log q[i, a, b] = log_kernel[i, a, b] + log_v[i, a] + log_u[i+1, b]``; ``kernels`` holds
-    ``exp(log_kernel)`` of the even and the odd arc groups (subnormal entries flushed to 0),
-    ``faint`` the columns and rows of each group with a finite entry under ``e^{F/2}``; -inf log
-    scalings mark a dead node."""
+    ``log q[i, a, b] = log kernel[i, a, b] + log_v[i, a] + log_u[i+1, b]``, the unaries in the
+    scalings and the transitions alone in the kernel; -inf marks a dead node or tag."""
 
-    log_kernel: Array  # (B, N-1, T, T)
-    kernels: tuple[Array, Array]  # (B, ⌈(N-1)/2⌉, T, T) groups 0, 2, ...; (B, ⌊(N-1)/2⌋, T, T) 1, 3, ...
-    faint: tuple[Array, Array]  # (B, N-1, T) columns, (B, N-1, T) rows
+    kernel: _Kernel
     log_u: Array  # (B, N, T)
     log_v: Array  # (B, N, T)
 
@@ -141,139 +156,247 @@ def _safe_log(x: Array) -> Array:
     return jnp.where(positive, jnp.log(jnp.where(positive, x, 1.0)), -jnp.inf)
 
 
-def _absorbed(log_kernel: Array, lengths: Array) -> _Scaled:
-    """The scaling form of ``log q = log_kernel`` (unit scalings): the kernel, and -inf log
-    scalings for every inner node whose in- and out-arcs are all -inf (as the log form leaves a
-    node it killed; one with only one side -inf is killed by its next projection)."""
-    floor = _floor(log_kernel.dtype)
-    kernel = jnp.where(log_kernel > floor, jnp.exp(log_kernel), 0.0)
-    batch, num_arcs, num_tags, _ = log_kernel.shape
-    faint = (log_kernel > -jnp.inf) & (log_kernel <= floor / 2)  # an entry whose products may underflow
-    faint = (faint.any(-2), faint.any(-1))
-    # a side with a finite arc has a kept entry (a positive sum) or a faint one
-    edge = jnp.ones((batch, 1, num_tags), bool)
-    has_in = jnp.concatenate([edge, (kernel.sum(-2) > 0) | faint[0]], axis=1)  # (B, N, T)
-    has_out = jnp.concatenate([(kernel.sum(-1) > 0) | faint[1], edge], axis=1)
-    positions = jnp.arange(num_arcs + 1)
-    inner = ((positions >= 1) & (positions < (lengths - 1)[:, None]))[..., None]
-    log_scale = jnp.where(has_in | has_out | ~inner, 0.0, -jnp.inf).astype(log_kernel.dtype)
-    kernels = (kernel[:, 0::2], kernel[:, 1::2])
-    return _Scaled(log_kernel, kernels, faint, log_scale, log_scale)
+def _finite_or_zero(x: Array) -> Array:
+    """``x`` with -inf replaced by 0; NaN and +inf are kept."""
+    return jnp.nan_to_num(x, nan=jnp.nan, posinf=jnp.inf, neginf=0.0)
 
 
-def _scaled_log_q(state: _Scaled) -> Array:
-    """``log q`` (B, N-1, T, T) of a scaling-form iterate."""
-    log_kernel, _, _, log_u, log_v = state
-    return log_kernel + log_v[:, :-1][..., :, None] + log_u[:, 1:][..., None, :]
+def _kernel(transitions: Array, temperature: float) -> _Kernel:
+    """The kernel of ``transitions`` (T, T) or (B, N-1, T, T) at ``temperature``; its shift is not
+    differentiated (the iterates do not depend on it)."""
+    scaled = transitions / temperature
+    shared = scaled.ndim == 2
+    shift = _finite_or_zero(lax.stop_gradient(scaled.max() if shared else scaled.max((-2, -1))))
+    log = scaled - (shift if shared else shift[..., None, None])
+    linear = jnp.where(log > _floor(log.dtype), jnp.exp(log), 0.0)
+    parities = (linear, linear) if shared else (linear[:, 0::2], linear[:, 1::2])
+    return _Kernel(log, shift, linear, parities)
 
 
 def _shift(log_x: Array) -> Array:
     """``max log x`` over the last dim, kept (0 for an all -inf row: a dead position)."""
-    shift = log_x.max(-1, keepdims=True)
-    return jnp.where(shift > -jnp.inf, shift, 0.0)
+    return _finite_or_zero(log_x.max(-1, keepdims=True))
 
 
-def _scaled_flows(kernel: Array, log_x: Array, transpose: bool) -> tuple[Array, Array]:
-    """``log (K_gᵀ e^{x_g})`` (``transpose``) or ``log (K_g e^{x_g})`` (B, P, T) by one product in
-    linear space, stabilised by the largest ``x`` of each group, and the product itself (for
-    :func:`_vouched`). ``log_x`` (B, ≥P, T): the first P are used."""
-    log_x = log_x[:, : kernel.shape[1]]
+class _Vectors(NamedTuple):
+    """Vectors ``x`` (…, T) that a product will multiply, as in the torch backend: ``log x``, its
+    largest entry per vector (kept dim, 0 for an all -inf one) and ``e^{log x − shift}``."""
+
+    log: Array
+    shift: Array
+    linear: Array
+
+    def rows(self, rows: slice, side: int | None = None) -> _Vectors:
+        """The vectors of ``rows`` (dim 1), of one ``side`` (dim 2) if stacked."""
+        pick = (slice(None), rows) if side is None else (slice(None), rows, side)
+        return _Vectors(self.log[pick], self.shift[pick], self.linear[pick])
+
+
+def _vectors(log_x: Array) -> _Vectors:
     shift = _shift(log_x)
-    scaled = jnp.exp(log_x - shift)
-    product = jnp.einsum("bpij,bpi->bpj" if transpose else "bpij,bpj->bpi", kernel, scaled)
-    return shift + _safe_log(product), product
+    return _Vectors(log_x, shift, jnp.exp(log_x - shift))
 
 
-def _vouched(product: Array, log_x: Array, faint: Array) -> Array:
-    """(B, P, T): where a product of :func:`_scaled_flows` (of ``log_x``, (B, ≥P, T)) is exact to
-    rounding, as in the torch backend: the product is above ``e^{F/2}``, or no factor of its sum is
-    that faint (``faint`` (B, ≥P, T): the kernel's rows or columns with a finite entry under
-    ``e^{F/2}``; a dead node's ``x`` is -inf and contributes nothing)."""
-    groups = product.shape[1]
-    half = _floor(product.dtype) / 2
-    log_x = log_x[:, :groups]
-    faint_x = (log_x - _shift(log_x) <= half) & (log_x > -jnp.inf)
-    return (product > math.exp(half)) | (~faint[:, :groups] & ~faint_x.any(-1, keepdims=True))
+def _unused(log_x: Array) -> Array:
+    """0 where ``log_x`` is finite, +inf where it is -inf (see :func:`_flows`)."""
+    return _finite_or_zero(log_x) - log_x
+
+
+class _Request(NamedTuple):
+    """Flows through every arc group of one ``parity``, as in the torch backend: into each tag
+    (``into``) or out of it, given the vectors ``x`` (B, P, T), and ``unused``: 0 for a flow that
+    is read, +inf for one nobody reads."""
+
+    parity: int
+    x: _Vectors
+    into: bool
+    unused: Array
+
+
+def _flows(kernel: _Kernel, *requests: _Request) -> tuple[Array, ...]:
+    """The log flows (B, P, T) of each request, as in the torch backend: one product in linear
+    space each, exact to rounding where it is above ``e^{F/2}``; if some product that is read is
+    not, one ``lax.cond`` recomputes every request's flows in log space from the arcs (its outputs
+    are O(N T): no arc array is copied through the conditional)."""
+    products = []
+    for r in requests:
+        matrices = kernel.parities[r.parity]
+        if matrices.ndim == 2:
+            products.append(r.x.linear @ (matrices if r.into else matrices.T))
+        else:
+            products.append(jnp.einsum("bpij,bpi->bpj" if r.into else "bpij,bpj->bpi", matrices, r.x.linear))
+    half = math.exp(_floor(products[0].dtype) / 2)
+    faint = jnp.stack([(p + r.unused <= half).any() for p, r in zip(products, requests, strict=True)]).any()
+    return lax.cond(
+        faint,
+        lambda: tuple(_exact_flows(kernel, r.parity, r.x.log, r.into) for r in requests),
+        lambda: tuple(r.x.shift + _safe_log(p) for p, r in zip(products, requests, strict=True)),
+    )
+
+
+def _exact_flows(kernel: _Kernel, parity: int, log_x: Array, into: bool) -> Array:
+    """The flows of :func:`_flows` as log-sum-exps over the T arcs of each (B, P, T, T)."""
+    log = kernel.log if kernel.log.ndim == 2 else kernel.log[:, parity::2]
+    if into:
+        return logsumexp(log + log_x[..., :, None], axis=-2)
+    return logsumexp(log + log_x[..., None, :], axis=-1)
+
+
+def _group_flows(kernel: _Kernel, log_x: Array, into: bool, unused: Array) -> Array:
+    """The flows of :func:`_flows` through every arc group (B, N-1, T), given ``log_x`` (B, N-1, T)
+    for each: both parities' products, interleaved."""
+    if kernel.log.ndim == 2:
+        return _flows(kernel, _Request(0, _vectors(log_x), into, unused))[0]
+    requests = [_Request(p, _vectors(log_x[:, p::2]), into, unused[:, p::2]) for p in (0, 1)]
+    return _interleaved(*_flows(kernel, *requests))
+
+
+def _interleaved(even: Array, odd: Array) -> Array:
+    """(B, P0 + P1, …): the rows of ``even`` (B, P0, …) at even and of ``odd`` (B, P1, …) at odd
+    positions."""
+    whole = jnp.empty((even.shape[0], even.shape[1] + odd.shape[1], *even.shape[2:]), even.dtype)
+    return whole.at[:, 0::2].set(even).at[:, 1::2].set(odd)
+
+
+def _group_mask(lengths: Array, num_arcs: int) -> Array:
+    """(B, N-1, 1): the arc groups inside each sequence."""
+    return position_mask(lengths - 1, num_arcs)[..., None]
+
+
+def _padding(lengths: Array, num_arcs: int, dtype: Any) -> Array:
+    """(B, N-1, 1): 0 for the arc groups inside each sequence, +inf past its length."""
+    return jnp.where(_group_mask(lengths, num_arcs), 0.0, jnp.inf).astype(dtype)
+
+
+def _scaled_initial(terms: ArcTerms, lengths: Array, temperature: float) -> _Scaled:
+    """``log q = w/τ`` with every arc group normalised, in scaling form: the unaries in the
+    scalings (the rows' less the group's log-sum-exp), the transitions in the kernel."""
+    kernel = _kernel(terms.transitions, temperature)
+    edge = jnp.zeros((terms.rows.shape[0], 1, terms.rows.shape[-1]), terms.rows.dtype)
+    rows, columns = terms.rows / temperature, terms.columns / temperature
+    unused = _unused(rows) + _padding(lengths, rows.shape[1], rows.dtype)
+    log_norm = logsumexp(rows + _group_flows(kernel, columns, False, unused), axis=-1)
+    log_u = jnp.concatenate([edge, columns], axis=1)
+    log_v = jnp.concatenate([rows - log_norm[..., None], edge], axis=1)
+    return _Scaled(kernel, log_u, log_v)
+
+
+def _scaled_log_q(state: _Scaled) -> Array:
+    """``log q`` (B, N-1, T, T) of a scaling-form iterate."""
+    kernel, log_u, log_v = state
+    return kernel.log + log_v[:, :-1][..., :, None] + log_u[:, 1:][..., None, :]
 
 
 def _scaling_projection(lengths: Array, num_arcs: int, first: int):
     """The projection of :func:`_project` on a scaling-form iterate (a function of the state), as
-    in the torch backend: the flows by two batched matrix–vector products, then the shifts of §3.3
-    on the log scalings. Where some flow is not exact, ``lax.cond`` recomputes the parity's flows
-    in log space from the arcs (a read of them; its outputs are O(N T), so no arc array is copied
-    through the conditional). The kernel is never realigned inside the loop: a conditional
-    rewrite of the arc arrays would copy them at every step under XLA."""
+    in the torch backend: the flows by two matrix products over every group of a parity
+    (:func:`_flows`), then the shifts of §3.3 on the log scalings of the parity's clusters."""
     count = len(range(first, num_arcs, 2))
     nodes = slice(first, first + 2 * count, 2)
     into, out_of = (first - 1) % 2, first % 2  # parity of the groups p - 1 and p
     positions = np.arange(first, first + 2 * count, 2)  # static
     active = (positions < (lengths - 1)[:, None])[..., None]  # (B, P, 1)
+    outside = jnp.where(active, 0.0, jnp.inf)
     groups_in = slice((first - 1) // 2, (first - 1) // 2 + count)  # of the parity's groups
     groups_out = slice(first // 2, first // 2 + count)
+    in_groups, out_groups = len(range(into, num_arcs, 2)), len(range(out_of, num_arcs, 2))
 
     def project(state: _Scaled) -> _Scaled:
         if count == 0:
             return state
-        log_kernel, kernels, faint, log_u, log_v = state
-        # over every group of the parity (a slice of the arcs would be copied), then the clusters'
-        log_in, in_product = _scaled_flows(kernels[into], log_v[:, into::2], True)
-        log_out, out_product = _scaled_flows(kernels[out_of], log_u[:, out_of + 1 :: 2], False)
-        log_in, log_out = log_in[:, groups_in], log_out[:, groups_out]
+        kernel, log_u, log_v = state
         log_u_p, log_v_p = log_u[:, nodes], log_v[:, nodes]
-        live = active & (log_u_p > -jnp.inf) & (log_v_p > -jnp.inf)
-        half = math.exp(_floor(log_u.dtype) / 2)
-        faint_product = (in_product[:, groups_in] <= half) | (out_product[:, groups_out] <= half)
-
-        def exact_flows() -> tuple[Array, Array]:
-            # the products are exact where :func:`_vouched` says so; the others are recomputed
-            in_exact = _vouched(in_product, log_v[:, into::2], faint[0][:, into::2])[:, groups_in]
-            out_exact = _vouched(out_product, log_u[:, out_of + 1 :: 2], faint[1][:, out_of::2])[
-                :, groups_out
-            ]
-            arcs_in = log_kernel[:, positions - 1] + log_v[:, positions - 1][..., :, None]
-            arcs_out = log_kernel[:, positions] + log_u[:, positions + 1][..., None, :]
-            return (
-                jnp.where(in_exact, log_in, logsumexp(arcs_in, axis=-2)),
-                jnp.where(out_exact, log_out, logsumexp(arcs_out, axis=-1)),
-            )
-
-        # a product above e^{F/2} is exact: only a faint one can need recomputing
-        log_in, log_out = lax.cond((live & faint_product).any(), exact_flows, lambda: (log_in, log_out))
-        column, row = _cluster_shifts(log_u_p + log_in, log_v_p + log_out, active)
-        log_u = log_u.at[:, nodes].set(log_u_p + column)
-        log_v = log_v.at[:, nodes].set(log_v_p + row)
-        return _Scaled(log_kernel, kernels, faint, log_u, log_v)
+        unused = _unused(log_u_p + log_v_p) + outside
+        pad_in = in_groups - count - groups_in.start
+        pad_out = out_groups - count - groups_out.start
+        unused_in = jnp.pad(unused, ((0, 0), (groups_in.start, pad_in), (0, 0)), constant_values=jnp.inf)
+        unused_out = jnp.pad(unused, ((0, 0), (groups_out.start, pad_out), (0, 0)), constant_values=jnp.inf)
+        log_in, log_out = _flows(
+            kernel,
+            _Request(into, _vectors(log_v[:, into::2][:, :in_groups]), True, unused_in),
+            _Request(out_of, _vectors(log_u[:, out_of + 1 :: 2][:, :out_groups]), False, unused_out),
+        )
+        log_flows = jnp.stack([log_u_p + log_in[:, groups_in], log_v_p + log_out[:, groups_out]], axis=2)
+        shifts = _cluster_shifts(log_flows, _inside(active, log_u.dtype))
+        log_u = log_u.at[:, nodes].set(log_u_p + shifts[:, :, 0])
+        log_v = log_v.at[:, nodes].set(log_v_p + shifts[:, :, 1])
+        return _Scaled(kernel, log_u, log_v)
 
     return project
 
 
-def _solver(weights: Array, lengths: Array, temperature: float, order: str, form: str):
-    """``(initial state, step, error, log q of a state)`` of IBP in ``form``."""
-    initial = _initial(weights, temperature)
-    step, error = _step(lengths, order, initial.shape[1], form), _error(lengths)
-    if form == "log":
-        return initial, step, error, lambda log_q: log_q
-    return (
-        _absorbed(initial, lengths),
-        step,
-        lambda state, _: error(_scaled_log_q(state), None),
-        _scaled_log_q,
+class _Solution(NamedTuple):
+    """What the losses read off an iterate, as in the torch backend: ``B_Y(w/τ)`` (B,), the flows
+    out of each tag's rows and into each tag's columns of every arc group (B, N-1, T), zero past a
+    sequence's length, and the arcs for :func:`_arc_gradient`: q (B, N-1, T, T) or, in scaling
+    form, the kernel with the rows' and columns' log scalings (B, N-1, T) (-inf past the length)."""
+
+    value: Array
+    out_flows: Array
+    in_flows: Array
+    arcs: Array | tuple[_Kernel, Array, Array]
+
+
+def _scaled_solution(state: _Scaled, terms: ArcTerms, lengths: Array, temperature: float) -> _Solution:
+    """The :class:`_Solution` of a scaling-form iterate, with no (B, N-1, T, T) array (torch
+    backend: ``Σ_g shift_g Σ q_g + <out flows, rows/τ − log v> + <in flows, columns/τ − log u>``)."""
+    kernel, log_u, log_v = state
+    padding = _padding(lengths, terms.rows.shape[1], log_u.dtype)
+    log_rows = log_v[:, :-1] - padding  # -inf past the length
+    log_columns = log_u[:, 1:] - padding
+    out_flows = jnp.exp(log_rows + _group_flows(kernel, log_columns, False, _unused(log_rows)))
+    in_flows = jnp.exp(log_columns + _group_flows(kernel, log_rows, True, _unused(log_columns)))
+    row_gaps = _gaps(terms.rows / temperature, log_rows)
+    column_gaps = _gaps(terms.columns / temperature, log_columns)
+    value = (
+        (kernel.shift * out_flows.sum(-1)).sum(-1)
+        + (out_flows * row_gaps).sum((1, 2))
+        + (in_flows * column_gaps).sum((1, 2))
     )
+    value = jnp.where(lengths == 1, logsumexp(terms.singles / temperature, axis=-1), value)
+    return _Solution(value, out_flows, in_flows, (kernel, log_rows, log_columns))
 
 
-@partial(jax.jit, static_argnames=("temperature", "iterations", "order", "tolerance", "form"))
-def _iterate(
-    weights: Array,
-    lengths: Array,
-    temperature: float,
-    iterations: int,
-    order: str,
-    tolerance: float | None,
-    form: str,
-) -> Array:
-    """Log arc marginals ``log q`` (B, N-1, T, T) after ``iterations`` pairs of projections."""
-    initial, step, error, log_q = _solver(weights, lengths, temperature, order, form)
-    return log_q(iterate(step, initial, iterations, tolerance, error))
+def _gaps(scores: Array, log_scalings: Array) -> Array:
+    """``scores − log_scalings``, 0 where the scaling is -inf (a dead tag has no mass)."""
+    return jnp.nan_to_num(scores - log_scalings, nan=0.0, posinf=0.0, neginf=0.0)
+
+
+def _log_solution(
+    log_q: Array, weights: Array, singles: Array, lengths: Array, temperature: float
+) -> _Solution:
+    """The :class:`_Solution` of a log-form iterate (``weights``: the arcs w)."""
+    pairwise = _arc_marginals(log_q, lengths)
+    value = _value(log_q, pairwise, weights, singles, lengths, temperature)
+    return _Solution(value, pairwise.sum(-1), pairwise.sum(-2), pairwise)
+
+
+def _arc_gradient(arcs: Array | tuple[_Kernel, Array, Array], weights: Array, shared: bool) -> Array:
+    """``Σ_b weights_b q_b`` over the batch (and over the arc groups if ``shared``): (T, T) or
+    (B, N-1, T, T), as in the torch backend: in scaling form by products in linear space while
+    the scalings' largest sum is at most ``−F/2``, else (``lax.cond``) in log space."""
+    if not isinstance(arcs, tuple):
+        weighted = weights[:, None, None, None] * arcs
+        return weighted.sum((0, 1)) if shared else weighted
+    kernel, log_rows, log_columns = arcs
+    row_shift, column_shift = _shift(log_rows), _shift(log_columns)
+    log_scale = row_shift + column_shift  # (B, N-1, 1)
+
+    def linear() -> Array:
+        rows = jnp.exp(log_rows - row_shift) * (weights[:, None, None] * jnp.exp(log_scale))
+        columns = jnp.exp(log_columns - column_shift)
+        if shared:
+            return (
+                rows.reshape(-1, rows.shape[-1]).T @ columns.reshape(-1, columns.shape[-1])
+            ) * kernel.linear
+        return kernel.linear * rows[..., :, None] * columns[..., None, :]
+
+    def in_log_space() -> Array:
+        log_q = kernel.log + log_rows[..., :, None] + log_columns[..., None, :]
+        return _arc_gradient(jnp.exp(log_q), weights, shared)
+
+    large = (log_scale > -_floor(log_scale.dtype) / 2).any()
+    return lax.cond(large, in_log_space, linear)
 
 
 def _arc_mask(lengths: Array, num_arcs: int) -> Array:
@@ -323,9 +446,65 @@ def _violation(pairwise: Array, lengths: Array) -> Array:
     return jnp.concatenate([errors, jnp.zeros((errors.shape[0], 1), errors.dtype)], axis=1).max(-1)
 
 
-@partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5, 6, 7))
+class _Form(NamedTuple):
+    """IBP in one form, as in the torch backend: the initial state, one iteration, the convergence
+    error of a state, and what is read off a state: ``log q`` (B, N-1, T, T) and its
+    :class:`_Solution`."""
+
+    initial: Any
+    step: Callable[[Any], Any]
+    error: Callable[[Any, Any], Array]
+    log_q: Callable[[Any], Array]
+    solution: Callable[[Any], _Solution]
+
+
+def _form(terms: ArcTerms, lengths: Array, temperature: float, order: str, form: str) -> _Form:
+    """IBP on the arcs ``terms`` in ``form``."""
+    num_arcs = terms.rows.shape[1]
+    step, error = _step(lengths, order, num_arcs, form), _error(lengths)
+    if form == "log":
+        weights = terms.weights()
+        return _Form(
+            _initial(weights, temperature),
+            step,
+            error,
+            lambda log_q: log_q,
+            partial(
+                _log_solution,
+                weights=weights,
+                singles=terms.singles,
+                lengths=lengths,
+                temperature=temperature,
+            ),
+        )
+    return _Form(
+        _scaled_initial(terms, lengths, temperature),
+        step,
+        lambda state, _: error(_scaled_log_q(state), None),
+        _scaled_log_q,
+        partial(_scaled_solution, terms=terms, lengths=lengths, temperature=temperature),
+    )
+
+
+def _run(
+    terms: ArcTerms,
+    lengths: Array,
+    temperature: float,
+    iterations: int,
+    order: str,
+    tolerance: float | None,
+    form: str,
+) -> tuple[_Form, Any]:
+    """The form and its state after ``iterations`` pairs of projections (or to ``tolerance``)."""
+    ibp = _form(terms, lengths, temperature, order, form)
+    return ibp, iterate(ibp.step, ibp.initial, iterations, tolerance, ibp.error)
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(5, 6, 7, 8, 9))
 def _danskin_value(
-    weights: Array,
+    transitions: Array,
+    rows: Array,
+    columns: Array,
     singles: Array,
     lengths: Array,
     temperature: float,
@@ -334,17 +513,22 @@ def _danskin_value(
     tolerance: float | None,
     form: str,
 ) -> Array:
-    """``τ B_Y(w/τ)`` whose gradient is the iterate ``q`` itself (Danskin), not a backward
-    pass through the iterations: exact at convergence, the paper's "use the inference algorithm".
+    """``τ B_Y(w/τ)`` of the arcs' terms whose gradient is the iterate ``q`` itself (Danskin), not
+    a backward pass through the iterations: exact at convergence, the paper's "use the inference
+    algorithm". The terms' gradients are q's sums, as in the torch backend.
 
-    Differentiating that gradient (second order) differentiates the ``q`` computed in
+    Differentiating that gradient (second order) differentiates the solution computed in
     :func:`_danskin_forward`, through the iterations: jax differentiates a ``custom_vjp``'s
     forward and backward rules like any other code."""
-    return _danskin_forward(weights, singles, lengths, temperature, iterations, order, tolerance, form)[0]
+    terms = ArcTerms(transitions, rows, columns, singles)
+    options = (temperature, iterations, order, tolerance, form)
+    return _danskin_forward(*terms, lengths, *options)[0]
 
 
 def _danskin_forward(
-    weights: Array,
+    transitions: Array,
+    rows: Array,
+    columns: Array,
     singles: Array,
     lengths: Array,
     temperature: float,
@@ -352,18 +536,25 @@ def _danskin_forward(
     order: str,
     tolerance: float | None,
     form: str,
-) -> tuple[Array, tuple[Array, Array]]:
-    log_q = _iterate(weights, lengths, temperature, iterations, order, tolerance, form)
-    pairwise = _arc_marginals(log_q, lengths)
-    value = _value(log_q, pairwise, weights, singles, lengths, temperature)
+) -> tuple[Array, tuple[_Solution, Array, Array]]:
+    terms = ArcTerms(transitions, rows, columns, singles)
+    ibp, state = _run(terms, lengths, temperature, iterations, order, tolerance, form)
+    solution = ibp.solution(state)
     # where, not a product with the mask: a length > 1 row may have every single score -inf (NaN softmax)
     single_probs = jnp.where((lengths == 1)[:, None], jax.nn.softmax(singles / temperature, axis=-1), 0.0)
-    return temperature * value, (pairwise, single_probs)
+    # the transitions only tell the backward pass their shape (shared or per arc group)
+    return temperature * solution.value, (solution, single_probs, transitions)
 
 
-def _danskin_backward(*args: Any) -> tuple[Array, Array, None]:
-    *_, (pairwise, single_probs), grad = args  # the five static options come first
-    return grad[:, None, None, None] * pairwise, grad[:, None] * single_probs, None
+def _danskin_backward(*args: Any) -> tuple[Array, Array, Array, Array, None]:
+    *_, (solution, single_probs, transitions), grad = args  # the five static options come first
+    return (
+        _arc_gradient(solution.arcs, grad, transitions.ndim == 2),
+        grad[:, None, None] * solution.out_flows,
+        grad[:, None, None] * solution.in_flows,
+        grad[:, None] * single_probs,
+        None,
+    )
 
 
 _danskin_value.defvjp(_danskin_forward, _danskin_backward)
@@ -371,8 +562,7 @@ _danskin_value.defvjp(_danskin_forward, _danskin_backward)
 
 @partial(jax.jit, static_argnames=("temperature", "iterations", "order", "tolerance", "form", "gradient"))
 def _scaled_value(
-    weights: Array,
-    singles: Array,
+    terms: ArcTerms,
     lengths: Array,
     temperature: float,
     iterations: int,
@@ -382,11 +572,11 @@ def _scaled_value(
     gradient: str,
 ) -> Array:
     """``τ B_Y(w/τ)`` (B,) differentiated by Danskin or by backpropagation through the iterations."""
+    solver = (temperature, iterations, order, tolerance, form)
     if gradient == "danskin":
-        return _danskin_value(weights, singles, lengths, temperature, iterations, order, tolerance, form)
-    log_q = _iterate(weights, lengths, temperature, iterations, order, tolerance, form)
-    pairwise = _arc_marginals(log_q, lengths)
-    return temperature * _value(log_q, pairwise, weights, singles, lengths, temperature)
+        return _danskin_value(*terms, lengths, *solver)
+    ibp, state = _run(terms, lengths, *solver)
+    return temperature * ibp.solution(state).value
 
 
 @partial(jax.jit, static_argnames=("iterations", "temperature", "order", "tolerance", "form"))
@@ -394,10 +584,10 @@ def marginals(
     emissions, transitions, lengths, start, end, *, iterations, temperature, order, tolerance, form
 ):
     """IBP iterate ≈ ∇B_Y(w/τ): node marginals (B, N, T) and arc marginals (B, N-1, T, T)."""
-    weights, singles = arc_weights(emissions, transitions, lengths, start, end)
-    log_q = _iterate(weights, lengths, temperature, iterations, order, tolerance, form)
-    pairwise = _arc_marginals(log_q, lengths)
-    return _unary(pairwise, singles, lengths, temperature), pairwise
+    terms = arc_terms(emissions, transitions, lengths, start, end)
+    ibp, state = _run(terms, lengths, temperature, iterations, order, tolerance, form)
+    pairwise = _arc_marginals(ibp.log_q(state), lengths)
+    return _unary(pairwise, terms.singles, lengths, temperature), pairwise
 
 
 def decode(emissions, transitions, lengths, start, end, **options):
@@ -411,9 +601,9 @@ def log_partition(
     emissions, transitions, lengths, start, end, *, iterations, temperature, order, tolerance, form
 ):
     """``B_Y(w/τ) = <q, w/τ> + H(q)`` (B,) at the IBP iterate; differentiable by autodiff."""
-    weights, singles = arc_weights(emissions, transitions, lengths, start, end)
-    log_q = _iterate(weights, lengths, temperature, iterations, order, tolerance, form)
-    return _value(log_q, _arc_marginals(log_q, lengths), weights, singles, lengths, temperature)
+    terms = arc_terms(emissions, transitions, lengths, start, end)
+    ibp, state = _run(terms, lengths, temperature, iterations, order, tolerance, form)
+    return ibp.solution(state).value
 
 
 def solve(emissions, transitions, lengths, start, end, **options):
@@ -425,14 +615,13 @@ def solve(emissions, transitions, lengths, start, end, **options):
 
 @partial(jax.jit, static_argnames=("iterations", "temperature", "order", "tolerance", "form"))
 def _solve(emissions, transitions, lengths, start, end, *, iterations, temperature, order, tolerance, form):
-    weights, singles = arc_weights(emissions, transitions, lengths, start, end)
-    initial, step, error, read_log_q = _solver(weights, lengths, temperature, order, form)
-    state, run, errors = iterate_with_errors(step, initial, iterations, tolerance, error)
-    log_q = read_log_q(state)
-    pairwise = _arc_marginals(log_q, lengths)
-    value = _value(log_q, pairwise, weights, singles, lengths, temperature)
+    terms = arc_terms(emissions, transitions, lengths, start, end)
+    ibp = _form(terms, lengths, temperature, order, form)
+    state, run, errors = iterate_with_errors(ibp.step, ibp.initial, iterations, tolerance, ibp.error)
+    pairwise = _arc_marginals(ibp.log_q(state), lengths)
     converged = errors[run - 1] <= (tolerance or 0.0)
-    return _unary(pairwise, singles, lengths, temperature), pairwise, value, run, converged, errors
+    unary = _unary(pairwise, terms.singles, lengths, temperature)
+    return unary, pairwise, ibp.solution(state).value, run, converged, errors
 
 
 def loss(emissions, transitions, lengths, tags, start, end, **options):
@@ -446,13 +635,13 @@ def loss(emissions, transitions, lengths, tags, start, end, **options):
     modes: with ``"danskin"`` they differentiate the gradient it returns, ``q − y``, with ``q``
     differentiated through the iterations (before convergence its Jacobian is not symmetric).
     """
-    value = _scaled_value(*arc_weights(emissions, transitions, lengths, start, end), lengths, **options)
+    value = _scaled_value(arc_terms(emissions, transitions, lengths, start, end), lengths, **options)
     return value - gold_score(emissions, transitions, lengths, tags, start, end)
 
 
 def partial_loss(emissions, transitions, lengths, allowed, start, end, **options):
     """Partial-label Fenchel–Young loss (B,): ``τ B_Y(w/τ) − τ B_Ỹ(w/τ)``, two IBP runs, the second
     with every tag that ``allowed`` (B, N, T) forbids set to -inf."""
-    full = _scaled_value(*arc_weights(emissions, transitions, lengths, start, end), lengths, **options)
-    masked = arc_weights(mask_emissions(emissions, allowed), transitions, lengths, start, end)
-    return full - _scaled_value(*masked, lengths, **options)
+    full = _scaled_value(arc_terms(emissions, transitions, lengths, start, end), lengths, **options)
+    masked = arc_terms(mask_emissions(emissions, allowed), transitions, lengths, start, end)
+    return full - _scaled_value(masked, lengths, **options)

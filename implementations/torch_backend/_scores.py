@@ -3,6 +3,8 @@ and the BCRF paper's arc weights ``w`` (every unary folded into exactly one arc 
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 from torch import Tensor
 
@@ -77,20 +79,31 @@ def mask_emissions(emissions: Tensor, allowed: Tensor) -> Tensor:
     return torch.where(allowed, emissions, -torch.inf)
 
 
-def arc_weights(
+class ArcTerms(NamedTuple):
+    """The paper's arc weights ``w`` (B, N-1, T, T) kept as their three terms,
+    ``w[i, a, b] = transitions[i, a, b] + rows[i, a] + columns[i, b]``, and the tag scores of
+    length-1 sequences."""
+
+    transitions: Tensor  # (T, T) shared, or (B, N-1, T, T) zeroed past each length
+    rows: Tensor  # (B, N-1, T): emissions[0] + start on the first arc, 0 elsewhere
+    columns: Tensor  # (B, N-1, T): emissions[i+1], plus end on arc len - 2
+    singles: Tensor  # (B, T): emissions[0] + start + end for length 1, 0 for longer sequences
+
+    def weights(self) -> Tensor:
+        """The arcs ``w`` (B, N-1, T, T), by one broadcast sum of the row and column terms onto the
+        transitions, with no mask over it: passes over it dominate the cost."""
+        batch, num_arcs, num_tags = self.rows.shape
+        pairs = self.transitions.expand(batch, num_arcs, num_tags, num_tags)
+        return pairs + (self.rows.unsqueeze(-1) + self.columns.unsqueeze(-2))
+
+
+def arc_terms(
     emissions: Tensor, transitions: Tensor, lengths: Tensor, start: Tensor | None, end: Tensor | None
-) -> tuple[Tensor, Tensor]:
-    """The paper's arc weights ``w`` (B, N-1, T, T) and the tag scores of length-1 sequences (B, T).
-
-    ``w[i, a, b] = transitions[i, a, b] + emissions[i+1, b]``; the first arc also gets
-    ``emissions[0, a] + start[a]`` and arc ``len - 2`` gets ``end[b]``. Arcs past ``len - 2``
-    (padding, never read) hold the shared transitions, or 0 where transitions are given per
-    position (their padding may be anything). A length-1 sequence has no arc: its scores are
-    ``emissions[0] + start + end`` (0 for longer sequences).
-
-    The full (B, N-1, T, T) array is written by one broadcast sum of a row term and a column term
-    (B, N-1, T) onto the transitions, with no mask over it: passes over it dominate the cost.
-    """
+) -> ArcTerms:
+    """The terms of the paper's arc weights (see :class:`ArcTerms`): every unary folded into
+    exactly one arc group, ``emissions[i+1]`` into the columns of arc ``i``, ``emissions[0] + start``
+    into the rows of the first arc and ``end`` into the columns of arc ``len - 2``. Padding arcs
+    hold 0 row and column terms; a length-1 sequence has no arc."""
     batch, length, num_tags = emissions.shape
     real = position_mask(lengths, length)
     emissions = torch.where(real.unsqueeze(-1), emissions, 0.0)
@@ -100,11 +113,19 @@ def arc_weights(
     singles = torch.where(lengths.unsqueeze(-1) == 1, first_tag + end, 0.0)
     if transitions.ndim == 4:
         transitions = torch.where(real[:, 1:, None, None], transitions, 0.0)
-    transitions = per_position(transitions, batch, length)
-    if length == 1:
-        return transitions, singles
     is_last = torch.arange(length - 1, device=emissions.device) == (lengths - 2).unsqueeze(-1)
     columns = emissions[:, 1:] + torch.where(is_last.unsqueeze(-1), end, 0.0)
     first_row = torch.where(lengths.unsqueeze(-1) > 1, first_tag, 0.0)  # a length-1 sequence: padding
-    rows = torch.cat([first_row.unsqueeze(1), first_row.new_zeros(batch, length - 2, num_tags)], dim=1)
-    return transitions + (rows.unsqueeze(-1) + columns.unsqueeze(-2)), singles
+    rest = first_row.new_zeros(batch, max(length - 2, 0), num_tags)
+    rows = torch.cat([first_row.unsqueeze(1), rest], dim=1)[:, : length - 1]
+    return ArcTerms(transitions, rows, columns, singles)
+
+
+def arc_weights(
+    emissions: Tensor, transitions: Tensor, lengths: Tensor, start: Tensor | None, end: Tensor | None
+) -> tuple[Tensor, Tensor]:
+    """The paper's arc weights ``w`` (B, N-1, T, T) and the tag scores of length-1 sequences (B, T)
+    (see :func:`arc_terms`). Arcs past ``len - 2`` (padding, never read) hold the shared
+    transitions, or 0 where transitions are given per position (their padding may be anything)."""
+    terms = arc_terms(emissions, transitions, lengths, start, end)
+    return terms.weights(), terms.singles

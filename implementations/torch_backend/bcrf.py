@@ -11,11 +11,13 @@ length are skipped, so padding never changes a result.
 Two forms compute the same iterates (docs/derivations.md §3.12). ``form="log"`` updates ``log q``
 itself: every projection reads and writes every arc, with an ``exp`` per arc. ``form="scaling"``
 (the default but for ``decode``) keeps ``log q = log K + log v ⊕ log u`` with a fixed kernel ``K``
-and one log scaling vector per node side, as Sinkhorn keeps ``diag(u) K diag(v)``: a projection is
-two batched matrix–vector products and an O(N T) update of the scalings. A flow the linear
-products cannot vouch for (mass in entries under ``e^{F/2}``) is recomputed in log space from its
-arcs, so every flow the projection sees is exact to rounding; the scalings are absorbed into the
-kernel once they drift far, which keeps such recomputations rare and float32 rounding small.
+and one log scaling vector per node side, as Sinkhorn keeps ``diag(u) K diag(v)``. The unaries
+start in the scalings, so ``K = exp(transitions/τ)`` holds the transitions alone: one (T, T)
+matrix where they are shared. A projection is then two matrix products (one GEMM over the whole
+batch for a shared kernel) and an O(N T) update of the scalings; the loss's value and gradient are
+read off the scalings and the flows, so with shared transitions no (B, N-1, T, T) array is ever
+written. A flow the linear products cannot vouch for (a product under ``e^{F/2}``) is recomputed
+in log space from its arcs, so every flow the projection sees is exact to rounding.
 
 Lengths 1 and 2 have no inner cluster: length 1 is a softmax over tags, length 2 a softmax over
 tag pairs (every arc group is normalised before the first projection, which leaves the iterates
@@ -25,6 +27,7 @@ of longer sequences unchanged because they are invariant to per-group shifts).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -33,7 +36,7 @@ from torch import Tensor
 
 from ..solver import SolverOutput
 from ._fixed_point import iterate, iterate_with_errors
-from ._scores import arc_weights, gold_score, mask_emissions, position_mask
+from ._scores import ArcTerms, arc_terms, gold_score, mask_emissions, position_mask
 from ._semiring import logsumexp
 from ._tokens import argmax_tags
 
@@ -47,18 +50,27 @@ def _first_clusters(order: str) -> tuple[int, int]:
     return (2, 1) if order == "odd-even" else (1, 2)
 
 
-def _cluster_shifts(log_in: Tensor, log_out: Tensor, active: Tensor) -> tuple[Tensor, Tensor]:
-    """The projection of §3.3 given each node's log in- and out-flow (B, P, T): the shift of the
-    log of its in-arcs (``column``) and out-arcs (``row``), -inf for a dead node and 0 outside the
-    ``active`` (B, P, 1) clusters."""
+def _cluster_shifts(log_flows: Tensor, inside: Tensor) -> Tensor:
+    """The projection of §3.3 given each node's log in- and out-flow, stacked (B, P, 2, T): the
+    shifts (B, P, 2, T) of the log of its in-arcs (``[:, :, 0]``) and out-arcs (``[:, :, 1]``),
+    -inf for a dead tag, 0 outside the clusters (``inside`` (B, P, 1, 1): 1 for a cluster, 0
+    elsewhere).
+
+    Written without boolean masks (``where`` and comparisons are the slowest torch operations at
+    these sizes): a dead tag (-inf node flow) is found as ``x − finite(x)``, 0 or -inf."""
+    log_in, log_out = log_flows.unbind(2)
     log_node = (log_in + log_out) / 2  # log sqrt(in · out): the node's new throughput, unnormalised
-    log_norm = logsumexp(log_node, dim=-1).unsqueeze(-1)
-    alive = torch.isfinite(log_node)
-    half_gap = torch.where(alive, (log_out - log_in) / 2, 0.0)
-    dead = active & ~alive
-    column_shift = torch.where(dead, -torch.inf, torch.where(active, half_gap - log_norm, 0.0))
-    row_shift = torch.where(dead, -torch.inf, torch.where(active, -half_gap - log_norm, 0.0))
-    return column_shift, row_shift
+    dead = log_node - _finite_or_zero(log_node)  # 0, or -inf for a dead tag (NaN stays NaN)
+    offset = dead - _finite_or_zero(logsumexp(log_node, dim=-1).unsqueeze(-1))  # a dead node: all -inf
+    half_gap = torch.nan_to_num((log_out - log_in) / 2, nan=0.0, posinf=0.0, neginf=0.0)  # 0 if dead
+    shifts = offset.unsqueeze(2) + torch.stack([half_gap, -half_gap], dim=2)
+    # outside the clusters: 0 (a -inf there times 0 is NaN, set to 0)
+    return torch.nan_to_num(shifts * inside, nan=0.0, posinf=math.inf, neginf=-math.inf)
+
+
+def _inside(active: Tensor, dtype: torch.dtype) -> Tensor:
+    """(B, P, 1, 1) of ``dtype``: 1 for the clusters ``active`` (B, P, 1) marks, 0 elsewhere."""
+    return active.unsqueeze(-1).to(dtype)
 
 
 def _project(log_q: Tensor, lengths: Tensor, first: int) -> Tensor:
@@ -79,7 +91,8 @@ def _project(log_q: Tensor, lengths: Tensor, first: int) -> Tensor:
     log_in = logsumexp(log_q[:, into], dim=-2)  # (B, P, T) in-flow of each node
     log_out = logsumexp(log_q[:, out_of], dim=-1)  # (B, P, T) out-flow of each node
     active = (positions < (lengths - 1).unsqueeze(-1)).unsqueeze(-1)  # (B, P, 1)
-    column_shift, row_shift = _cluster_shifts(log_in, log_out, active)
+    shifts = _cluster_shifts(torch.stack([log_in, log_out], dim=2), _inside(active, log_q.dtype))
+    column_shift, row_shift = shifts.unbind(2)
     columns = log_q.new_zeros(batch, num_arcs, num_tags).index_copy(1, positions - 1, column_shift)
     rows = log_q.new_zeros(batch, num_arcs, num_tags).index_copy(1, positions, row_shift)
     return log_q + (rows.unsqueeze(-1) + columns.unsqueeze(-2))
@@ -117,24 +130,32 @@ def _error(lengths: Tensor):
     return lambda log_q, _: _violation(_arc_marginals(log_q, lengths), lengths)
 
 
+class _Kernel(NamedTuple):
+    """``K = exp(transitions/τ − shift)``: the arcs' weights without their unaries, shared (T, T) or
+    per arc group (B, N-1, T, T), with largest entry 1 (``shift``, the largest finite
+    ``transitions/τ``, per group where they are per group). Entries under the dtype's smallest
+    normal number are flushed to 0 (subnormals are slow). ``parities`` holds ``(K, Kᵀ)``, each
+    contiguous, for the even and the odd groups, so that either product reads contiguous memory in
+    the layout its fastest routine wants (:func:`_product`); shared, the same pair for both."""
+
+    log: Tensor  # (T, T) or (B, N-1, T, T)
+    shift: Tensor  # () or (B, N-1)
+    linear: Tensor  # exp(log), flushed
+    parities: tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]  # (K, Kᵀ) of groups 0, 2, ... and 1, 3, ...
+
+
 class _Scaled(NamedTuple):
     """An IBP iterate in scaling form:
-    ``log q[i, a, b] = log_kernel[i, a, b] + log_v[i, a] + log_u[i+1, b]``.
+    ``log q[i, a, b] = log kernel[i, a, b] + log_v[i, a] + log_u[i+1, b]``. The unaries start in
+    the scalings (``log_v[i] = rows[i]/τ`` less the group's normaliser, ``log_u[i+1] = columns[i]/τ``),
+    so the kernel holds the transitions alone, one (T, T) matrix where they are shared. ``log_u``
+    scales the in-arcs of each node and ``log_v`` its out-arcs; they are kept stacked,
+    ``[:, k, 0] = log_u`` and ``[:, k, 1] = log_v`` of node ``2k + parity``, as the even nodes'
+    (B, ⌈N/2⌉, 2, T) and the odd nodes' (B, ⌊N/2⌋, 2, T), so that a projection reads and writes
+    whole contiguous arrays; -inf marks a dead node or tag."""
 
-    ``kernels`` holds ``exp(log_kernel)`` of the even and the odd arc groups, ``transposed`` the same
-    matrices transposed, each contiguous, so that either product of a projection reads contiguous
-    memory in the layout its fastest routine wants (:func:`_product`); entries below the dtype's
-    smallest normal number are flushed to 0 (subnormals are slow). ``faint`` marks, per group, the
-    columns and the rows that hold a finite entry under ``e^{F/2}``, whose products may underflow
-    (:func:`_scaled_flows`). ``log_u`` (B, N, T) scales the in-arcs of each node, ``log_v``
-    (B, N, T) its out-arcs; -inf marks a dead node."""
-
-    log_kernel: Tensor  # (B, N-1, T, T)
-    kernels: tuple[Tensor, Tensor]  # (B, ⌈(N-1)/2⌉, T, T) groups 0, 2, ...; (B, ⌊(N-1)/2⌋, T, T) 1, 3, ...
-    transposed: tuple[Tensor, Tensor]  # their transposes, likewise
-    faint: tuple[Tensor, Tensor]  # (B, N-1, T) columns, (B, N-1, T) rows
-    log_u: Tensor  # (B, N, T)
-    log_v: Tensor  # (B, N, T)
+    kernel: _Kernel
+    scalings: tuple[Tensor, Tensor]
 
 
 def _floor(dtype: torch.dtype) -> float:
@@ -149,55 +170,28 @@ def _finite_or_zero(x: Tensor) -> Tensor:
 
 def _safe_log(x: Tensor) -> Tensor:
     """``log x`` with ``log 0 = -inf`` and a finite gradient everywhere (0 where ``x = 0``)."""
+    if not (x.requires_grad and torch.is_grad_enabled()):
+        return torch.log(x)
     positive = x > 0
     return torch.where(positive, torch.log(torch.where(positive, x, 1.0)), -torch.inf)
 
 
-def _inner_nodes(lengths: Tensor, length: int) -> Tensor:
-    """(B, N, 1): nodes 1 .. len - 2, the ones a projection can kill."""
-    positions = torch.arange(length, device=lengths.device)
-    return ((positions >= 1) & (positions < (lengths - 1).unsqueeze(-1))).unsqueeze(-1)
-
-
-def _absorbed(log_kernel: Tensor, lengths: Tensor, alive: Tensor | None = None) -> _Scaled:
-    """The scaling form of ``log q = log_kernel`` (unit scalings): the kernel, and -inf log
-    scalings for the dead nodes: ``alive`` (B, N, T) where the caller knows them, else every inner
-    node whose in- and out-arcs are all -inf (as the log form leaves a node it killed; one with
-    only one side -inf is killed by its next projection)."""
-    floor = _floor(log_kernel.dtype)
-    kernel = torch.threshold(torch.exp(log_kernel), torch.finfo(log_kernel.dtype).tiny, 0.0)
-    faint = _faint(log_kernel, floor / 2)
-    if alive is None:
-        # a side with a finite arc has a kept entry (a positive sum) or a faint one
-        batch, num_arcs, num_tags, _ = log_kernel.shape
-        edge = faint[0].new_ones(batch, 1, num_tags)
-        has_in = torch.cat([edge, (kernel.sum(-2) > 0) | faint[0]], dim=1)  # (B, N, T)
-        has_out = torch.cat([(kernel.sum(-1) > 0) | faint[1], edge], dim=1)
-        alive = has_in | has_out | ~_inner_nodes(lengths, num_arcs + 1)
-    log_scale = torch.where(alive, 0.0, -torch.inf).to(log_kernel.dtype)
-    kernels = tuple(kernel[:, parity::2].contiguous() for parity in (0, 1))
-    transposed = tuple(part.transpose(-1, -2).contiguous() for part in kernels)
-    return _Scaled(log_kernel, kernels, transposed, faint, log_scale, log_scale)
-
-
-def _faint(log_kernel: Tensor, half: float) -> tuple[Tensor, Tensor]:
-    """The columns and the rows (B, N-1, T) of each arc group that hold a finite entry ``≤ half``.
-    Mostly there is none, which one reduction shows (the smallest entry, once -inf is set aside)."""
-    none = log_kernel.new_zeros(log_kernel.shape[:-1], dtype=torch.bool)
-    if log_kernel.numel() == 0 or float(log_kernel.amin()) > half:  # no -inf, nothing faint
-        return none, none
-    finite = torch.nan_to_num(log_kernel, nan=math.nan, posinf=math.inf, neginf=math.inf)
-    if float(finite.amin()) > half:
-        return none, none
-    faint = finite <= half
-    return faint.any(-2), faint.any(-1)
-
-
-def _scaled_log_q(state: _Scaled) -> Tensor:
-    """``log q`` (B, N-1, T, T) of a scaling-form iterate (a ``_Scaled`` or a plain tuple)."""
-    log_kernel, *_, log_u, log_v = state
-    # in place on the first sum's fresh result (an addition saves nothing for autograd)
-    return (log_kernel + log_v[:, :-1].unsqueeze(-1)).add_(log_u[:, 1:].unsqueeze(-2))
+def _kernel(transitions: Tensor, temperature: float) -> _Kernel:
+    """The kernel of ``transitions`` (T, T) or (B, N-1, T, T) at ``temperature``. Its shift is
+    detached: the iterates do not depend on it."""
+    scaled = _scaled(transitions, temperature)
+    shared = scaled.ndim == 2
+    shift = _finite_or_zero(scaled.detach().amax() if shared else scaled.detach().amax((-2, -1)))
+    log = scaled - (shift if shared else shift[..., None, None])
+    linear = torch.threshold(torch.exp(log), torch.finfo(log.dtype).tiny, 0.0)
+    if shared:
+        pair = (linear, linear.T.contiguous())
+        return _Kernel(log, shift, linear, (pair, pair))
+    parities = tuple(
+        (part.contiguous(), part.transpose(-1, -2).contiguous())
+        for part in (linear[:, 0::2], linear[:, 1::2])
+    )
+    return _Kernel(log, shift, linear, parities)
 
 
 #: From this many tags on, a batch of matrix–vector products ``M x`` is faster as row vector
@@ -206,13 +200,16 @@ def _scaled_log_q(state: _Scaled) -> Tensor:
 ROW_VECTOR_FROM = 32
 
 
-def _product(matrices: Tensor, transposed: Tensor, vectors: Tensor) -> Tensor:
-    """``M_g x_g`` (B, P, T) for every matrix of ``matrices`` (B, P, T, T), given ``transposed``,
-    the same matrices transposed and contiguous; ``vectors`` (B, P, T)."""
-    vectors = vectors.unsqueeze(-2)  # (B, P, 1, T)
-    if matrices.shape[-1] >= ROW_VECTOR_FROM:
-        return torch.matmul(vectors, transposed).squeeze(-2)
-    return torch.matmul(matrices, vectors.transpose(-1, -2)).squeeze(-1)
+def _product(kernel: Tensor, transposed: Tensor, vectors: Tensor, into: bool) -> Tensor:
+    """(B, P, T): ``K_gᵀ x_g`` (``into``: what flows into each tag) or ``K_g x_g`` (out of it) for
+    every group g, given ``transposed``, the same matrices transposed and contiguous;
+    ``vectors`` (B, P, T). A shared (T, T) kernel is one matrix product for all groups."""
+    if kernel.ndim == 2:
+        return vectors @ (kernel if into else transposed)
+    matrices, rows = (transposed, kernel) if into else (kernel, transposed)  # M and Mᵀ
+    if kernel.shape[-1] >= ROW_VECTOR_FROM:
+        return torch.matmul(vectors.unsqueeze(-2), rows).squeeze(-2)
+    return torch.matmul(matrices, vectors.unsqueeze(-1)).squeeze(-1)
 
 
 def _shift(log_x: Tensor) -> Tensor:
@@ -220,127 +217,293 @@ def _shift(log_x: Tensor) -> Tensor:
     return _finite_or_zero(log_x.amax(-1, keepdim=True))
 
 
-def _scaled_flows(matrices: Tensor, transposed: Tensor, log_x: Tensor) -> tuple[Tensor, Tensor]:
-    """``log (M_g e^{x_g})`` (B, P, T) by one product in linear space, stabilised by the largest
-    ``x`` of each group, and the product itself (for :func:`_vouched`). ``log_x`` (B, ≥P, T): the
-    first P are used."""
-    log_x = log_x[:, : matrices.shape[1]]
+class _Vectors(NamedTuple):
+    """Vectors ``x`` (…, T) that a product will multiply: ``log x``, its largest entry per vector
+    (kept dim, 0 for an all -inf one) and ``e^{log x − shift}``, each entry at most 1."""
+
+    log: Tensor
+    shift: Tensor
+    linear: Tensor
+
+    def rows(self, rows: slice, side: int | None = None) -> _Vectors:
+        """The vectors of ``rows`` (dim 1), of one ``side`` (dim 2) if stacked."""
+        pick = (slice(None), rows) if side is None else (slice(None), rows, side)
+        return _Vectors(self.log[pick], self.shift[pick], self.linear[pick])
+
+
+def _vectors(log_x: Tensor) -> _Vectors:
     shift = _shift(log_x)
-    product = _product(matrices, transposed, torch.exp(log_x - shift))
-    return shift + _safe_log(product), product
+    return _Vectors(log_x, shift, torch.exp(log_x - shift))
 
 
-def _vouched(product: Tensor, log_x: Tensor, faint: Tensor) -> Tensor:
-    """(B, P, T): where a product of :func:`_scaled_flows` (of ``log_x``, (B, ≥P, T)) is exact to
-    rounding. Every ``M`` entry and every ``e^{x − max}`` is at most 1, and a term can underflow
-    (be flushed, or vanish in the product) only if a factor is under ``e^{F/2}``, so at most
-    ``2T e^F`` is lost: the value is exact where the product is above ``e^{F/2}``, or where no
-    factor is that faint (``faint``: the rows of ``M`` with a finite entry under ``e^{F/2}``,
-    (B, ≥P, T); a dead node's ``x`` is -inf and contributes nothing)."""
-    groups = product.shape[1]
-    half = _floor(product.dtype) / 2
-    log_x = log_x[:, :groups]
-    faint_x = (log_x - _shift(log_x) <= half) & (log_x > -torch.inf)
-    return (product > math.exp(half)) | (~faint[:, :groups] & ~faint_x.any(-1, keepdim=True))
+def _unused(log_x: Tensor) -> Tensor:
+    """0 where ``log_x`` is finite, +inf where it is -inf: added to a product, it sets aside the
+    flows of dead tags (:func:`_flows`)."""
+    return _finite_or_zero(log_x) - log_x
 
 
-def _exact_flows(
-    log_kernel: Tensor, neighbours: Tensor, where: tuple[Tensor, ...], groups: Tensor, transpose: bool
-) -> Tensor:
-    """At each (b, k, t) of ``where``, with g = ``groups[k]`` and x = ``neighbours[b, k]``:
-    ``log Σ_i exp(log_kernel[b, g, i, t] + x_i)`` (``transpose``: the flow into tag t) or
-    ``log Σ_j exp(log_kernel[b, g, t, j] + x_j)`` (out of tag t); a log-sum-exp over T arcs each."""
-    batch, cluster, tag = where
-    group = groups[cluster]
-    arcs = log_kernel[batch, group, :, tag] if transpose else log_kernel[batch, group, tag, :]
-    return logsumexp(arcs + neighbours[batch, cluster], dim=-1)
+class _Request(NamedTuple):
+    """Flows through every arc group of one ``parity``: into each tag (``into``, ``K_gᵀ x_g``) or
+    out of it (``K_g x_g``), given the vectors ``x`` (B, P, T) for each group, and ``unused``
+    (broadcast to (B, P, T)): 0 for a flow that is read, +inf for one nobody reads (a dead tag's,
+    or a node's outside the clusters)."""
+
+    parity: int
+    x: _Vectors
+    into: bool
+    unused: Tensor
+
+
+def _flows(kernel: _Kernel, *requests: _Request) -> tuple[Tensor, ...]:
+    """The log flows (B, P, T) of each request.
+
+    One product in linear space per request, stabilised by each vector's largest entry. Every
+    kernel entry and every ``e^{x − max}`` is at most 1 and a term lost to underflow is under
+    ``e^F``, so a product above ``e^{F/2}`` is exact to rounding; if some product that is read is
+    not, every request's flows are recomputed in log space from the arcs (:func:`_exact_flows`)."""
+    products = [_product(*kernel.parities[r.parity], r.x.linear, r.into) for r in requests]
+    half = math.exp(_floor(products[0].dtype) / 2)
+    if any(
+        p.numel() and float((p + r.unused).amin()) <= half for p, r in zip(products, requests, strict=True)
+    ):
+        return tuple(_exact_flows(kernel, r.parity, r.x.log, r.into) for r in requests)
+    return tuple(r.x.shift + _safe_log(p) for p, r in zip(products, requests, strict=True))
+
+
+def _exact_flows(kernel: _Kernel, parity: int, log_x: Tensor, into: bool) -> Tensor:
+    """The flows of :func:`_flows` as log-sum-exps over the T arcs of each (B, P, T, T)."""
+    log = kernel.log if kernel.log.ndim == 2 else kernel.log[:, parity::2]
+    if into:
+        return logsumexp(log + log_x.unsqueeze(-1), dim=-2)
+    return logsumexp(log + log_x.unsqueeze(-2), dim=-1)
+
+
+def _group_flows(kernel: _Kernel, log_x: Tensor, into: bool, unused: Tensor) -> Tensor:
+    """The flows of :func:`_flows` through every arc group (B, N-1, T), given ``log_x`` (B, N-1, T)
+    for each: both parities' products, interleaved."""
+    if kernel.log.ndim == 2:
+        return _flows(kernel, _Request(0, _vectors(log_x), into, unused))[0]
+    requests = [_Request(p, _vectors(log_x[:, p::2]), into, unused[:, p::2]) for p in (0, 1)]
+    return _interleaved(*_flows(kernel, *requests))
+
+
+def _interleaved(even: Tensor, odd: Tensor) -> Tensor:
+    """(B, P0 + P1, …): the rows of ``even`` (B, P0, …) at even and of ``odd`` (B, P1, …) at odd
+    positions."""
+    whole = even.new_empty(even.shape[0], even.shape[1] + odd.shape[1], *even.shape[2:])
+    whole[:, 0::2], whole[:, 1::2] = even, odd
+    return whole
+
+
+def _scaled_initial(terms: ArcTerms, lengths: Tensor, temperature: float) -> _Scaled:
+    """``log q = w/τ`` with every arc group normalised, in scaling form: the unaries in the
+    scalings (the rows' less the group's log-sum-exp), the transitions in the kernel."""
+    kernel = _kernel(terms.transitions, temperature)
+    edge = terms.rows.new_zeros(terms.rows.shape[0], 1, terms.rows.shape[-1])
+    rows, columns = _scaled(terms.rows, temperature), _scaled(terms.columns, temperature)
+    unused = _unused(rows) + _padding(lengths, rows.shape[1], rows.dtype)
+    log_norm = logsumexp(rows + _group_flows(kernel, columns, False, unused), dim=-1)
+    log_u = torch.cat([edge, columns], dim=1)
+    log_v = torch.cat([rows - log_norm.unsqueeze(-1), edge], dim=1)
+    scalings = torch.stack([log_u, log_v], dim=2)  # (B, N, 2, T)
+    return _Scaled(kernel, (scalings[:, 0::2].contiguous(), scalings[:, 1::2].contiguous()))
+
+
+def _padding(lengths: Tensor, num_arcs: int, dtype: torch.dtype) -> Tensor:
+    """(B, N-1, 1): 0 for the arc groups inside each sequence, +inf past its length."""
+    return torch.where(_group_mask(lengths, num_arcs), 0.0, math.inf).to(dtype)
+
+
+def _group_mask(lengths: Tensor, num_arcs: int) -> Tensor:
+    """(B, N-1, 1): the arc groups inside each sequence."""
+    return position_mask(lengths - 1, num_arcs).unsqueeze(-1)
+
+
+def _scaled_log_q(state: _Scaled) -> Tensor:
+    """``log q`` (B, N-1, T, T) of a scaling-form iterate."""
+    log_u, log_v = _interleaved(*state.scalings).unbind(2)
+    # in place on the first sum's fresh result (an addition saves nothing for autograd)
+    return (state.kernel.log + log_v[:, :-1].unsqueeze(-1)).add_(log_u[:, 1:].unsqueeze(-2))
 
 
 def _scaling_projection(lengths: Tensor, num_arcs: int, first: int):
     """The projection of :func:`_project` on a scaling-form iterate (a function of the state).
 
     Node p's in-flow is ``u_p ⊙ (K_{p-1}ᵀ v_{p-1})`` and its out-flow ``v_p ⊙ (K_p u_{p+1})``: two
-    batched matrix–vector products (:func:`_scaled_flows`). A flow the products cannot vouch for
-    (:func:`_vouched`: a product under ``e^{F/2}`` with a faint factor) is recomputed exactly in log
-    space from its T arcs (:func:`_exact_flows`), so every flow is exact to rounding; the shifts of
-    §3.3 (:func:`_cluster_shifts`) then move the log scalings, not the arcs. Once a log scaling
-    leaves ``[F/4, −F/4]`` the scalings are absorbed into the kernel: exactness never depends on
-    it, but a kernel far from q leaves more flows to recompute, and float32 rounds a sum of large
-    logs."""
-    count = len(range(first, num_arcs, 2))
-    nodes = slice(first, first + 2 * count, 2)
-    into, out_of = (first - 1) % 2, first % 2  # parity of the groups p - 1 and p
-    positions = torch.arange(first, first + 2 * count, 2, device=lengths.device)
-    active = (positions < (lengths - 1).unsqueeze(-1)).unsqueeze(-1)  # (B, P, 1)
-    groups_in = slice((first - 1) // 2, (first - 1) // 2 + count)  # of the parity's groups
-    groups_out = slice(first // 2, first // 2 + count)
+    batched matrix–vector products (:func:`_flows`, exact to rounding) over every group of a
+    parity, then the shifts of §3.3 (:func:`_cluster_shifts`) move the log scalings of every node
+    of the parity (0 outside the clusters), not the arcs. Node ``2k + parity`` is row k of its
+    parity's scalings; its in-group ``p − 1`` is row ``k − 1 + parity`` of the other parity's
+    groups and its out-group p row k of its own; its neighbours are rows ``k − 1 + parity`` and
+    ``k + parity`` of the other parity's nodes."""
+    parity, other = first % 2, 1 - first % 2
+    nodes = torch.arange(parity, num_arcs + 1, 2, device=lengths.device)
+    active = ((nodes >= 1) & (nodes < (lengths - 1).unsqueeze(-1))).unsqueeze(-1)  # (B, P, 1)
+    count, clusters = len(nodes), len(range(first, num_arcs, 2))
+    in_groups, out_groups = len(range(other, num_arcs, 2)), len(range(parity, num_arcs, 2))
+    first_in = 1 - parity  # the row of the node the other parity's first group flows into
+    masks = {}  # per dtype: 1 inside the clusters (B, P, 1, 1), and 0 inside, +inf outside (B, P, 1)
 
     def project(state: _Scaled) -> _Scaled:
-        if count == 0:
+        if clusters == 0:
             return state
-        log_kernel, kernels, transposed, faint, log_u, log_v = state
-        # K_gᵀ v_g into node g + 1, and K_g u_{g+1} out of node g, over every group of the parity
-        # (whole arrays: a slice would be copied), then the clusters'
-        log_in, in_product = _scaled_flows(transposed[into], kernels[into], log_v[:, into::2])
-        log_out, out_product = _scaled_flows(kernels[out_of], transposed[out_of], log_u[:, out_of + 1 :: 2])
-        log_in, log_out = log_in[:, groups_in], log_out[:, groups_out]
-        log_u_p, log_v_p = log_u[:, nodes], log_v[:, nodes]
-        live = active & (log_u_p > -torch.inf) & (log_v_p > -torch.inf)
-        half = math.exp(_floor(log_u.dtype) / 2)
-        if bool((live & ~((in_product[:, groups_in] > half) & (out_product[:, groups_out] > half))).any()):
-            # some product is faint: recompute from the arcs each flow it cannot vouch for
-            redo_in = live & ~_vouched(in_product, log_v[:, into::2], faint[0][:, into::2])[:, groups_in]
-            redo_out = (
-                live
-                & ~_vouched(out_product, log_u[:, out_of + 1 :: 2], faint[1][:, out_of::2])[:, groups_out]
+        kernel, scalings = state
+        mine, theirs = scalings[parity], _vectors(scalings[other])
+        if mine.dtype not in masks:
+            masks[mine.dtype] = (
+                _inside(active, mine.dtype),
+                _unused(_inside(active, mine.dtype).log()[..., 0]),
             )
-            if bool(redo_in.any()):
-                where = redo_in.nonzero(as_tuple=True)
-                exact = _exact_flows(log_kernel, log_v[:, positions - 1], where, positions - 1, True)
-                log_in = log_in.index_put(where, exact)
-            if bool(redo_out.any()):
-                where = redo_out.nonzero(as_tuple=True)
-                exact = _exact_flows(log_kernel, log_u[:, positions + 1], where, positions, False)
-                log_out = log_out.index_put(where, exact)
-        column, row = _cluster_shifts(log_u_p + log_in, log_v_p + log_out, active)
-        new = torch.stack([log_u_p + column, log_v_p + row])
-        log_u, log_v = log_u.clone(), log_v.clone()
-        log_u[:, nodes], log_v[:, nodes] = new
-        low, high = _finite_or_zero(new).flatten().aminmax() if new.numel() else (0, 0)
-        if max(-float(low), float(high)) > -_floor(new.dtype) / 4:
-            log_q = _scaled_log_q((log_kernel, kernels, transposed, faint, log_u, log_v))
-            return _absorbed(log_q, lengths, (log_u > -torch.inf) & (log_v > -torch.inf))
-        return _Scaled(log_kernel, kernels, transposed, faint, log_u, log_v)
+        inside, outside = masks[mine.dtype]
+        # +inf for the flows of dead tags and of nodes outside the clusters: nobody reads them
+        unused = _unused(mine[:, :, 0] + mine[:, :, 1]) + outside
+        log_in, log_out = _flows(
+            kernel,
+            _Request(
+                other, theirs.rows(slice(0, in_groups), 1), True, unused[:, first_in : first_in + in_groups]
+            ),
+            _Request(
+                parity, theirs.rows(slice(parity, parity + out_groups), 0), False, unused[:, :out_groups]
+            ),
+        )
+        log_flows = torch.stack([_aligned(log_in, first_in, count), _aligned(log_out, 0, count)], dim=2)
+        new = mine + _cluster_shifts(mine + log_flows, inside)
+        return _Scaled(kernel, (new, scalings[1]) if parity == 0 else (scalings[0], new))
 
     return project
 
 
-def _solver(weights: Tensor, lengths: Tensor, temperature: float, order: str, form: str):
-    """``(initial state, step, error, log q of a state)`` of IBP in ``form``."""
-    initial = _initial(weights, temperature)
-    step, error = _step(lengths, order, initial.shape[1], form), _error(lengths)
+def _aligned(flows: Tensor, front: int, count: int) -> Tensor:
+    """``flows`` (B, P, T) placed at rows ``front .. front + P`` of (B, count, T), 0 elsewhere (the
+    nodes with no such arc group, which a projection leaves unchanged)."""
+    back = count - front - flows.shape[1]
+    return torch.nn.functional.pad(flows, (0, 0, front, back)) if front or back else flows
+
+
+class _Solution(NamedTuple):
+    """What the losses read off an iterate: ``B_Y(w/τ)`` (B,), the flows out of each tag's rows and
+    into each tag's columns of every arc group (B, N-1, T), zero past a sequence's length, and the
+    arcs, for :func:`_arc_gradient`: the arc marginals q (B, N-1, T, T) or, in scaling form, the
+    kernel with the rows' and columns' log scalings (B, N-1, T) (-inf past the length)."""
+
+    value: Tensor
+    out_flows: Tensor
+    in_flows: Tensor
+    arcs: Tensor | tuple[_Kernel, Tensor, Tensor]
+
+
+def _scaled_solution(state: _Scaled, terms: ArcTerms, lengths: Tensor, temperature: float) -> _Solution:
+    """The :class:`_Solution` of a scaling-form iterate, with no (B, N-1, T, T) array: with
+    ``log q = log K + log v ⊕ log u`` and ``w/τ = transitions/τ + rows/τ ⊕ columns/τ``,
+    ``Σ q (w/τ − log q) = Σ_g shift_g Σ q_g + <out flows, rows/τ − log v>``
+    ``+ <in flows, columns/τ − log u>``."""
+    kernel = state.kernel
+    log_u, log_v = _interleaved(*state.scalings).unbind(2)
+    padding = _padding(lengths, terms.rows.shape[1], log_u.dtype)
+    log_rows, log_columns = log_v[:, :-1] - padding, log_u[:, 1:] - padding  # -inf past the length
+    out_flows = torch.exp(log_rows + _group_flows(kernel, log_columns, False, _unused(log_rows)))
+    in_flows = torch.exp(log_columns + _group_flows(kernel, log_rows, True, _unused(log_columns)))
+    row_gaps = _gaps(_scaled(terms.rows, temperature), log_rows)
+    column_gaps = _gaps(_scaled(terms.columns, temperature), log_columns)
+    value = (
+        (kernel.shift * out_flows.sum(-1)).sum(-1)
+        + _inner(out_flows, row_gaps)
+        + _inner(in_flows, column_gaps)
+    )
+    value = torch.where(lengths == 1, logsumexp(terms.singles / temperature, dim=-1), value)
+    return _Solution(value, out_flows, in_flows, (kernel, log_rows, log_columns))
+
+
+def _gaps(scores: Tensor, log_scalings: Tensor) -> Tensor:
+    """``scores − log_scalings``, 0 where the scaling is -inf: a dead tag has no mass, and its gap
+    is ``+inf`` or ``-inf − -inf``."""
+    return torch.nan_to_num(scores - log_scalings, nan=0.0, posinf=0.0, neginf=0.0)
+
+
+def _log_solution(
+    log_q: Tensor, weights: Tensor, singles: Tensor, lengths: Tensor, temperature: float
+) -> _Solution:
+    """The :class:`_Solution` of a log-form iterate (``weights``: the arcs w)."""
+    pairwise = _arc_marginals(log_q, lengths)
+    value = _value(log_q, pairwise, weights, singles, lengths, temperature)
+    return _Solution(value, pairwise.sum(-1), pairwise.sum(-2), pairwise)
+
+
+def _arc_gradient(arcs: Tensor | tuple[_Kernel, Tensor, Tensor], weights: Tensor, shared: bool) -> Tensor:
+    """``Σ_b weights_b q_b`` over the batch (and over the arc groups if ``shared``): (T, T) or
+    (B, N-1, T, T), given the ``arcs`` of a :class:`_Solution`.
+
+    In scaling form ``q = K ⊙ e^{s} ṽ ũᵀ`` with ṽ, ũ the rows' and columns' scalings over their
+    largest and ``s`` the sum of those: a shared kernel's sum is one matrix product over the batch
+    and the groups. Linear space loses only terms under ``e^{F/2}`` while ``s ≤ −F/2``; past that
+    (a large scaling facing small kernel entries) q is summed in log space."""
+    if isinstance(arcs, Tensor):
+        weighted = weights[:, None, None, None] * arcs
+        return weighted.sum((0, 1)) if shared else weighted
+    kernel, log_rows, log_columns = arcs
+    row_shift, column_shift = _shift(log_rows), _shift(log_columns)
+    log_scale = row_shift + column_shift  # (B, N-1, 1)
+    if log_scale.numel() and float(log_scale.amax()) > -_floor(log_scale.dtype) / 2:
+        log_q = (kernel.log + log_rows.unsqueeze(-1)).add_(log_columns.unsqueeze(-2))
+        return _arc_gradient(torch.exp(log_q), weights, shared)
+    rows = torch.exp(log_rows - row_shift) * (weights[:, None, None] * torch.exp(log_scale))
+    columns = torch.exp(log_columns - column_shift)
+    if shared:
+        return (rows.flatten(0, 1).T @ columns.flatten(0, 1)) * kernel.linear
+    return kernel.linear * rows.unsqueeze(-1) * columns.unsqueeze(-2)
+
+
+class _Form(NamedTuple):
+    """IBP in one form: the initial state, one iteration, the convergence error of a state, and
+    what is read off a state: ``log q`` (B, N-1, T, T) and its :class:`_Solution`."""
+
+    initial: Any
+    step: Callable[[Any], Any]
+    error: Callable[[Any, Any], Tensor]
+    log_q: Callable[[Any], Tensor]
+    solution: Callable[[Any], _Solution]
+
+
+def _form(terms: ArcTerms, lengths: Tensor, temperature: float, order: str, form: str) -> _Form:
+    """IBP on the arcs ``terms`` in ``form``."""
+    num_arcs = terms.rows.shape[1]
+    step, error = _step(lengths, order, num_arcs, form), _error(lengths)
     if form == "log":
-        return initial, step, error, lambda log_q: log_q
-    return (
-        _absorbed(initial, lengths),
+        weights = terms.weights()
+        return _Form(
+            _initial(weights, temperature),
+            step,
+            error,
+            lambda log_q: log_q,
+            partial(
+                _log_solution,
+                weights=weights,
+                singles=terms.singles,
+                lengths=lengths,
+                temperature=temperature,
+            ),
+        )
+    return _Form(
+        _scaled_initial(terms, lengths, temperature),
         step,
         lambda state, _: error(_scaled_log_q(state), None),
         _scaled_log_q,
+        partial(_scaled_solution, terms=terms, lengths=lengths, temperature=temperature),
     )
 
 
-def _iterate(
-    weights: Tensor,
+def _run(
+    terms: ArcTerms,
     lengths: Tensor,
     temperature: float,
     iterations: int,
     order: str,
     tolerance: float | None,
     form: str,
-) -> Tensor:
-    """Log arc marginals ``log q`` (B, N-1, T, T) after ``iterations`` pairs of projections."""
-    initial, step, error, log_q = _solver(weights, lengths, temperature, order, form)
-    return log_q(iterate(step, initial, iterations, tolerance, error))
+) -> tuple[_Form, Any]:
+    """The form and its state after ``iterations`` pairs of projections (or to ``tolerance``)."""
+    ibp = _form(terms, lengths, temperature, order, form)
+    return ibp, iterate(ibp.step, ibp.initial, iterations, tolerance, ibp.error)
 
 
 def _arc_mask(lengths: Tensor, num_arcs: int) -> Tensor:
@@ -396,48 +559,60 @@ def _violation(pairwise: Tensor, lengths: Tensor) -> Tensor:
 
 
 def _danskin_pieces(
-    weights: Tensor, singles: Tensor, lengths: Tensor, temperature: float, *solver: Any
-) -> tuple[Tensor, Tensor, Tensor]:
-    """``τ B_Y(w/τ)`` (B,) at the iterate, and its Danskin gradient: the arc marginals q
-    (B, N-1, T, T) and the tag probabilities of length-1 sequences (B, T), zero for longer ones.
-    ``solver`` is ``(iterations, order, tolerance, form)``."""
-    log_q = _iterate(weights, lengths, temperature, *solver)
-    pairwise = _arc_marginals(log_q, lengths)
-    value = _value(log_q, pairwise, weights, singles, lengths, temperature)
-    single_probs = torch.softmax(singles / temperature, dim=-1) * (lengths == 1).unsqueeze(-1)
-    return temperature * value, pairwise, single_probs
+    terms: ArcTerms, lengths: Tensor, temperature: float, *solver: Any
+) -> tuple[Tensor, _Solution, Tensor]:
+    """``τ B_Y(w/τ)`` (B,) at the iterate, the :class:`_Solution` its Danskin gradient is read from,
+    and the tag probabilities of length-1 sequences (B, T), zero for longer ones. ``solver`` is
+    ``(iterations, order, tolerance, form)``."""
+    ibp, state = _run(terms, lengths, temperature, *solver)
+    solution = ibp.solution(state)
+    single_probs = torch.softmax(terms.singles / temperature, dim=-1) * (lengths == 1).unsqueeze(-1)
+    return temperature * solution.value, solution, single_probs
 
 
 class _DanskinValue(torch.autograd.Function):
-    """``τ B_Y(w/τ)`` whose gradient is the iterate ``q`` itself (Danskin), not a backward
-    pass through the iterations: exact at convergence, the paper's "use the inference algorithm".
+    """``τ B_Y(w/τ)`` of the arcs' terms (transitions, rows, columns, singles) whose gradient is the
+    iterate ``q`` itself (Danskin), not a backward pass through the iterations: exact at
+    convergence, the paper's "use the inference algorithm". The terms' gradients are q's sums:
+    ``Σ_b q`` (shared transitions) or q, the flows out of the rows and into the columns.
 
-    A plain backward returns the q saved by the forward pass. A backward that must itself be
+    A plain backward reads the solution kept by the forward pass. A backward that must itself be
     differentiable (``create_graph=True``: gradient penalties, Hessian-vector products) runs the
-    iterations again from the saved weights with autograd recording, so the derivative of the
+    iterations again from the saved terms with autograd recording, so the derivative of the
     gradient ``q − y`` is the exact ``dq/dw`` through the iterations (what finite differences of
     the Danskin gradient measure), never a detached constant.
     """
 
     @staticmethod
-    def forward(ctx, weights, singles, lengths, temperature, iterations, order, tolerance, form):  # type: ignore[override]
+    def forward(
+        ctx, transitions, rows, columns, singles, lengths, temperature, iterations, order, tolerance, form
+    ):  # type: ignore[override]
         options = (temperature, iterations, order, tolerance, form)
-        value, pairwise, single_probs = _danskin_pieces(weights, singles, lengths, *options)
-        ctx.save_for_backward(weights, singles, lengths, pairwise, single_probs)
+        value, ctx.solution, ctx.single_probs = _danskin_pieces(
+            ArcTerms(transitions, rows, columns, singles), lengths, *options
+        )
+        ctx.save_for_backward(transitions, rows, columns, singles, lengths)
         ctx.options = options
         return value
 
     @staticmethod
     def backward(ctx, grad):  # type: ignore[override]
-        weights, singles, lengths, pairwise, single_probs = ctx.saved_tensors
+        transitions, rows, columns, singles, lengths = ctx.saved_tensors
+        solution, single_probs = ctx.solution, ctx.single_probs
         if torch.is_grad_enabled():  # create_graph: record the iterations the gradient comes from
-            _, pairwise, single_probs = _danskin_pieces(weights, singles, lengths, *ctx.options)
-        return grad[:, None, None, None] * pairwise, grad[:, None] * single_probs, *(None,) * 6
+            terms = ArcTerms(transitions, rows, columns, singles)
+            _, solution, single_probs = _danskin_pieces(terms, lengths, *ctx.options)
+        return (
+            _arc_gradient(solution.arcs, grad, transitions.ndim == 2),
+            grad[:, None, None] * solution.out_flows,
+            grad[:, None, None] * solution.in_flows,
+            grad[:, None] * single_probs,
+            *(None,) * 6,
+        )
 
 
 def _scaled_value(
-    weights: Tensor,
-    singles: Tensor,
+    terms: ArcTerms,
     lengths: Tensor,
     temperature: float,
     iterations: int,
@@ -447,21 +622,21 @@ def _scaled_value(
     gradient: str,
 ) -> Tensor:
     """``τ B_Y(w/τ)`` (B,) differentiated by Danskin or by backpropagation through the iterations."""
+    solver = (temperature, iterations, order, tolerance, form)
     if gradient == "danskin":
-        return _DanskinValue.apply(weights, singles, lengths, temperature, iterations, order, tolerance, form)
-    log_q = _iterate(weights, lengths, temperature, iterations, order, tolerance, form)
-    pairwise = _arc_marginals(log_q, lengths)
-    return temperature * _value(log_q, pairwise, weights, singles, lengths, temperature)
+        return _DanskinValue.apply(*terms, lengths, *solver)
+    ibp, state = _run(terms, lengths, *solver)
+    return temperature * ibp.solution(state).value
 
 
 def marginals(
     emissions, transitions, lengths, start, end, *, iterations, temperature, order, tolerance, form
 ):
     """IBP iterate ≈ ∇B_Y(w/τ): node marginals (B, N, T) and arc marginals (B, N-1, T, T)."""
-    weights, singles = arc_weights(emissions, transitions, lengths, start, end)
-    log_q = _iterate(weights, lengths, temperature, iterations, order, tolerance, form)
-    pairwise = _arc_marginals(log_q, lengths)
-    return _unary(pairwise, singles, lengths, temperature), pairwise
+    terms = arc_terms(emissions, transitions, lengths, start, end)
+    ibp, state = _run(terms, lengths, temperature, iterations, order, tolerance, form)
+    pairwise = _arc_marginals(ibp.log_q(state), lengths)
+    return _unary(pairwise, terms.singles, lengths, temperature), pairwise
 
 
 def decode(emissions, transitions, lengths, start, end, **options):
@@ -474,23 +649,26 @@ def log_partition(
     emissions, transitions, lengths, start, end, *, iterations, temperature, order, tolerance, form
 ):
     """``B_Y(w/τ) = <q, w/τ> + H(q)`` (B,) at the IBP iterate; differentiable by autograd."""
-    weights, singles = arc_weights(emissions, transitions, lengths, start, end)
-    log_q = _iterate(weights, lengths, temperature, iterations, order, tolerance, form)
-    return _value(log_q, _arc_marginals(log_q, lengths), weights, singles, lengths, temperature)
+    terms = arc_terms(emissions, transitions, lengths, start, end)
+    ibp, state = _run(terms, lengths, temperature, iterations, order, tolerance, form)
+    return ibp.solution(state).value
 
 
 def solve(emissions, transitions, lengths, start, end, *, iterations, temperature, order, tolerance, form):
     """The IBP iterate with its value ``B_Y(w/τ)`` and its constraint violation after each
     iteration (``implementations.solver.SolverOutput``)."""
-    weights, singles = arc_weights(emissions, transitions, lengths, start, end)
-    initial, step, error, read_log_q = _solver(weights, lengths, temperature, order, form)
-    state, run, errors = iterate_with_errors(step, initial, iterations, tolerance, error)
-    log_q = read_log_q(state)
-    pairwise = _arc_marginals(log_q, lengths)
-    value = _value(log_q, pairwise, weights, singles, lengths, temperature)
+    terms = arc_terms(emissions, transitions, lengths, start, end)
+    ibp = _form(terms, lengths, temperature, order, form)
+    state, run, errors = iterate_with_errors(ibp.step, ibp.initial, iterations, tolerance, ibp.error)
+    pairwise = _arc_marginals(ibp.log_q(state), lengths)
     converged = errors[run - 1] <= (tolerance or 0.0)
     return SolverOutput(
-        _unary(pairwise, singles, lengths, temperature), pairwise, value, run, converged, errors
+        _unary(pairwise, terms.singles, lengths, temperature),
+        pairwise,
+        ibp.solution(state).value,
+        run,
+        converged,
+        errors,
     )
 
 
@@ -504,13 +682,13 @@ def loss(emissions, transitions, lengths, tags, start, end, **options):
     modes: with ``"danskin"`` they differentiate the gradient it returns, ``q − y``, with ``q``
     differentiated through the iterations (before convergence its Jacobian is not symmetric).
     """
-    value = _scaled_value(*arc_weights(emissions, transitions, lengths, start, end), lengths, **options)
+    value = _scaled_value(arc_terms(emissions, transitions, lengths, start, end), lengths, **options)
     return value - gold_score(emissions, transitions, lengths, tags, start, end)
 
 
 def partial_loss(emissions, transitions, lengths, allowed, start, end, **options):
     """Partial-label Fenchel–Young loss (B,): ``τ B_Y(w/τ) − τ B_Ỹ(w/τ)``, two IBP runs, the second
     with every tag that ``allowed`` (B, N, T) forbids set to -inf."""
-    full = _scaled_value(*arc_weights(emissions, transitions, lengths, start, end), lengths, **options)
-    masked = arc_weights(mask_emissions(emissions, allowed), transitions, lengths, start, end)
-    return full - _scaled_value(*masked, lengths, **options)
+    full = _scaled_value(arc_terms(emissions, transitions, lengths, start, end), lengths, **options)
+    masked = arc_terms(mask_emissions(emissions, allowed), transitions, lengths, start, end)
+    return full - _scaled_value(masked, lengths, **options)

@@ -2,7 +2,8 @@
 
 * IBP half-step: one KL projection onto one parity of clusters of a (B, N-1, T, T) arc tensor,
   B=64, N=50, in the log form (``bcrf._project``) and in the scaling form
-  (``bcrf._scaling_projection``, from a state absorbed once, outside the timing);
+  (``bcrf._scaling_projection``, from its initial state, built outside the timing), the latter
+  with per-position transitions (a kernel per arc group) and shared ones (one (T, T) kernel);
 * forward step: one filtering step of the sequential exact CRF (``_chain.forward_step``), B=64.
 
 Both at T=17 (the UD POS tag set) and T=128, in torch and jitted JAX (compiled before timing,
@@ -61,15 +62,20 @@ def test_ibp_half_step_jax(benchmark, num_tags):
 
 
 @TAGS
+@pytest.mark.parametrize("transitions", ["per-arc", "shared"])
 @pytest.mark.parametrize("backend", ["torch", "jax"])
-def test_ibp_scaling_half_step(benchmark, backend, num_tags):
+def test_ibp_scaling_half_step(benchmark, backend, transitions, num_tags):
     if backend == "jax":
         jax = pytest.importorskip("jax")
         from implementations.jax_backend import bcrf
+        from implementations.jax_backend._scores import ArcTerms
     else:
         from implementations.torch_backend import bcrf
+        from implementations.torch_backend._scores import ArcTerms
     log_q, lengths = _ibp_inputs(backend, num_tags)
-    state = bcrf._absorbed(bcrf._initial(log_q, 1.0), lengths)
+    (rows, columns) = _arrays(backend, (BATCH, LENGTH - 1, num_tags), (BATCH, LENGTH - 1, num_tags))
+    kernel = log_q if transitions == "per-arc" else log_q[0, 0]
+    state = bcrf._scaled_initial(ArcTerms(kernel, rows, columns, rows[:, 0]), lengths, 1.0)
     project = bcrf._scaling_projection(lengths, LENGTH - 1, 2)
     if backend == "jax":
         jitted = jax.jit(project)
@@ -79,7 +85,7 @@ def test_ibp_scaling_half_step(benchmark, backend, num_tags):
         call = lambda: project(state)  # noqa: E731
     benchmark.group = f"IBP half-step B={BATCH} N={LENGTH} T={num_tags}"
     result = benchmark(call)
-    assert result[-1].shape == (BATCH, LENGTH, num_tags)  # v, the out-scalings
+    assert bcrf._scaled_log_q(result).shape == (BATCH, LENGTH - 1, num_tags, num_tags)
 
 
 def _step_inputs(backend: str, num_tags: int):

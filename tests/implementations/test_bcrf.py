@@ -806,39 +806,38 @@ def test_scaling_form_equals_log_form(backend: Backend, dtype: str, tau: float) 
                 np.testing.assert_allclose(grad[name], log_grad[name], rtol=0, atol=10 * tol / tau)
 
 
-def test_scaling_form_recomputes_and_absorbs(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The float32 instances above take both stabilising paths of the torch scaling form: flows
-    recomputed exactly from their arcs (mass in faint entries) and an absorption of drifted
-    scalings; a test that equates the forms there therefore checks those paths, not only the
-    linear one."""
+def test_scaling_form_takes_its_log_space_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The float32 instances above take the torch scaling form's log-space paths: flows recomputed
+    from their arcs (a product under e^{F/2}) and the arc gradient summed in log space (a large
+    scaling facing small kernel entries); a test that equates the forms there therefore checks
+    those paths, not only the linear ones."""
+    import torch
+
     import implementations.torch_backend.bcrf as kernel
 
-    calls = {"recomputed": 0, "absorbed": 0}
-    exact_flows, absorbed = kernel._exact_flows, kernel._absorbed
+    calls = {"flows": 0, "arcs": 0}
+    exact_flows, arc_gradient = kernel._exact_flows, kernel._arc_gradient
 
     def counting_exact_flows(*args: Any) -> Any:
-        calls["recomputed"] += 1
+        calls["flows"] += 1
         return exact_flows(*args)
 
-    def counting_absorbed(*args: Any) -> Any:
-        calls["absorbed"] += 1
-        return absorbed(*args)
+    def counting_arc_gradient(arcs: Any, *args: Any) -> Any:
+        calls["arcs"] += isinstance(arcs, torch.Tensor)  # the log-space sum calls itself on q
+        return arc_gradient(arcs, *args)
 
     monkeypatch.setattr(kernel, "_exact_flows", counting_exact_flows)
-    monkeypatch.setattr(kernel, "_absorbed", counting_absorbed)
+    monkeypatch.setattr(kernel, "_arc_gradient", counting_arc_gradient)
     inst = all_lengths_instance(71, 5, max_len=9, neg_inf=0.3, scale=3.0)
-    module = backends.get("torch").module("bcrf")
+    backend = backends.get("torch")
+    arrays, tags = inst.arrays("torch", "float32"), inst.gold_array(backend)
     for tau in (0.1, 0.01):
-        apply(
-            module,
-            "marginals",
-            inst.arrays("torch", "float32"),
-            iterations=7,
-            temperature=tau,
-            form="scaling",
+        backend.value_and_grad(
+            lambda kw, tau=tau: apply(bcrf(backend), "loss", kw, tags, iterations=7, temperature=tau),
+            arrays,
+            ("emissions", "transitions"),
         )
-    # two calls absorb once each at the start
-    assert calls["recomputed"] > 0 and calls["absorbed"] > 2
+    assert calls["flows"] > 0 and calls["arcs"] > 0
 
 
 @pytest.mark.parametrize("backend_name", ["torch", "jax"])
@@ -846,21 +845,18 @@ def test_scaling_form_distrusts_a_product_an_underflowing_factor_could_have_empt
     backend_name: str,
 ) -> None:
     """Row 0's only nonzero entry meets a scaling e^-1000 below its group's largest: the linear
-    product ``M x`` is exactly 0 there, but the flow is e^-1001 (not a dead node's 0) and must be
-    recomputed from the arcs, while row 1's product of ordinary factors is trusted."""
+    product ``K x`` is exactly 0 there, but the flow is e^-1000 / 2 (not a dead tag's 0) and must be
+    recomputed from the arcs; row 1's is an ordinary product."""
     if backend_name == "jax":
         pytest.importorskip("jax")
         from implementations.jax_backend import bcrf as kernel
     else:
         from implementations.torch_backend import bcrf as kernel
     backend = backends.get(backend_name)
-    matrices = np.array([[[[0.0, 0.5], [1.0, 0.5]]]])  # (B, P, T, T), M[i, t]: tag i -> tag t
-    log_x = np.array([[[0.0, -1000.0]]])  # x_1 underflows once scaled by the largest
-    faint = np.zeros((1, 1, 2), dtype=bool)
-    if backend_name == "torch":
-        _, product = kernel._scaled_flows(*(backend.array(a) for a in (matrices, matrices, log_x)))
-    else:
-        _, product = kernel._scaled_flows(backend.array(matrices), backend.array(log_x), False)
-    vouched = kernel._vouched(product, backend.array(log_x), backend.array(faint))
-    # out of tag 0 (row 0: only tag 1, whose x underflowed) is 0 and not vouched; row 1 is ordinary
-    assert npy(vouched).tolist() == [[[False, True]]]
+    with np.errstate(divide="ignore"):
+        transitions = np.log(np.array([[[[0.0, 0.5], [1.0, 0.5]]]]))  # (B, N-1, T, T): tag i -> tag t
+    log_x = backend.array(np.array([[[0.0, -1000.0]]]))  # x_1 underflows once scaled by the largest
+    unused = backend.array(np.zeros((1, 1, 2)))  # both flows are read
+    kernel_matrix = kernel._kernel(backend.array(transitions), 1.0)
+    (flows,) = kernel._flows(kernel_matrix, kernel._Request(0, kernel._vectors(log_x), False, unused))
+    np.testing.assert_allclose(npy(flows), [[[np.log(0.5) - 1000.0, 0.0]]], atol=1e-12)
