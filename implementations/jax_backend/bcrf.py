@@ -102,13 +102,15 @@ def _initial(weights: Array, temperature: float) -> Array:
     return log_q - logsumexp(log_q.reshape(batch, num_arcs, num_tags * num_tags), axis=-1)[:, :, None, None]
 
 
-def _step(lengths: Array, order: str, num_arcs: int, form: str):
+def _step(lengths: Array, order: str, num_arcs: int, kernel: _Kernel | None = None):
     """One iteration: a projection onto each parity of inner clusters, in ``order``, on ``log q``
-    (the log form) or on a scaling-form state."""
-    if form == "log":
+    (the log form, no ``kernel``) or on the scalings of the scaling form with ``kernel``."""
+    if kernel is None:
         projections = [partial(_project, lengths=lengths, first=first) for first in _first_clusters(order)]
     else:
-        projections = [_scaling_projection(lengths, num_arcs, first) for first in _first_clusters(order)]
+        projections = [
+            _scaling_projection(kernel, lengths, num_arcs, first) for first in _first_clusters(order)
+        ]
 
     def step(state: Any) -> Any:
         for project in projections:
@@ -133,16 +135,6 @@ class _Kernel(NamedTuple):
     shift: Array  # () or (B, N-1)
     linear: Array  # exp(log), flushed
     parities: tuple[Array, Array]  # groups 0, 2, ... and 1, 3, ...
-
-
-class _Scaled(NamedTuple):
-    """An IBP iterate in scaling form, as in the torch backend:
-    ``log q[i, a, b] = log kernel[i, a, b] + log_v[i, a] + log_u[i+1, b]``, the unaries in the
-    scalings and the transitions alone in the kernel; -inf marks a dead node or tag."""
-
-    kernel: _Kernel
-    log_u: Array  # (B, N, T)
-    log_v: Array  # (B, N, T)
 
 
 def _floor(dtype: Any) -> float:
@@ -268,9 +260,16 @@ def _padding(lengths: Array, num_arcs: int, dtype: Any) -> Array:
     return jnp.where(_group_mask(lengths, num_arcs), 0.0, jnp.inf).astype(dtype)
 
 
-def _scaled_initial(terms: ArcTerms, lengths: Array, temperature: float) -> _Scaled:
+#: A scaling-form iterate, ``log q[i, a, b] = log K[i, a, b] + log_v[i, a] + log_u[i+1, b]``: the log
+#: in-scalings ``log_u`` (B, N, T) and out-scalings ``log_v`` (B, N, T) of every node, -inf for a
+#: dead node or tag; the kernel is fixed, so the iterations carry the scalings alone. (Torch keeps
+#: them stacked by parity, which its speed needs; under XLA these plain arrays were faster.)
+Scalings = tuple[Array, Array]
+
+
+def _scaled_initial(terms: ArcTerms, lengths: Array, temperature: float) -> tuple[_Kernel, Scalings]:
     """``log q = w/τ`` with every arc group normalised, in scaling form: the unaries in the
-    scalings (the rows' less the group's log-sum-exp), the transitions in the kernel."""
+    scalings (the rows' less the group's log-sum-exp), the transitions alone in the kernel."""
     kernel = _kernel(terms.transitions, temperature)
     edge = jnp.zeros((terms.rows.shape[0], 1, terms.rows.shape[-1]), terms.rows.dtype)
     rows, columns = terms.rows / temperature, terms.columns / temperature
@@ -278,17 +277,17 @@ def _scaled_initial(terms: ArcTerms, lengths: Array, temperature: float) -> _Sca
     log_norm = logsumexp(rows + _group_flows(kernel, columns, False, unused), axis=-1)
     log_u = jnp.concatenate([edge, columns], axis=1)
     log_v = jnp.concatenate([rows - log_norm[..., None], edge], axis=1)
-    return _Scaled(kernel, log_u, log_v)
+    return kernel, (log_u, log_v)
 
 
-def _scaled_log_q(state: _Scaled) -> Array:
+def _scaled_log_q(kernel: _Kernel, scalings: Scalings) -> Array:
     """``log q`` (B, N-1, T, T) of a scaling-form iterate."""
-    kernel, log_u, log_v = state
+    log_u, log_v = scalings
     return kernel.log + log_v[:, :-1][..., :, None] + log_u[:, 1:][..., None, :]
 
 
-def _scaling_projection(lengths: Array, num_arcs: int, first: int):
-    """The projection of :func:`_project` on a scaling-form iterate (a function of the state), as
+def _scaling_projection(kernel: _Kernel, lengths: Array, num_arcs: int, first: int):
+    """The projection of :func:`_project` on a scaling-form iterate (a function of its scalings), as
     in the torch backend: the flows by two matrix products over every group of a parity
     (:func:`_flows`), then the shifts of §3.3 on the log scalings of the parity's clusters."""
     count = len(range(first, num_arcs, 2))
@@ -301,10 +300,10 @@ def _scaling_projection(lengths: Array, num_arcs: int, first: int):
     groups_out = slice(first // 2, first // 2 + count)
     in_groups, out_groups = len(range(into, num_arcs, 2)), len(range(out_of, num_arcs, 2))
 
-    def project(state: _Scaled) -> _Scaled:
+    def project(scalings: Scalings) -> Scalings:
         if count == 0:
-            return state
-        kernel, log_u, log_v = state
+            return scalings
+        log_u, log_v = scalings
         log_u_p, log_v_p = log_u[:, nodes], log_v[:, nodes]
         unused = _unused(log_u_p + log_v_p) + outside
         pad_in = in_groups - count - groups_in.start
@@ -320,7 +319,7 @@ def _scaling_projection(lengths: Array, num_arcs: int, first: int):
         shifts = _cluster_shifts(log_flows, _inside(active, log_u.dtype))
         log_u = log_u.at[:, nodes].set(log_u_p + shifts[:, :, 0])
         log_v = log_v.at[:, nodes].set(log_v_p + shifts[:, :, 1])
-        return _Scaled(kernel, log_u, log_v)
+        return log_u, log_v
 
     return project
 
@@ -337,10 +336,12 @@ class _Solution(NamedTuple):
     arcs: Array | tuple[_Kernel, Array, Array]
 
 
-def _scaled_solution(state: _Scaled, terms: ArcTerms, lengths: Array, temperature: float) -> _Solution:
+def _scaled_solution(
+    scalings: Scalings, kernel: _Kernel, terms: ArcTerms, lengths: Array, temperature: float
+) -> _Solution:
     """The :class:`_Solution` of a scaling-form iterate, with no (B, N-1, T, T) array (torch
     backend: ``Σ_g shift_g Σ q_g + <out flows, rows/τ − log v> + <in flows, columns/τ − log u>``)."""
-    kernel, log_u, log_v = state
+    log_u, log_v = scalings
     padding = _padding(lengths, terms.rows.shape[1], log_u.dtype)
     log_rows = log_v[:, :-1] - padding  # -inf past the length
     log_columns = log_u[:, 1:] - padding
@@ -460,13 +461,12 @@ class _Form(NamedTuple):
 
 def _form(terms: ArcTerms, lengths: Array, temperature: float, order: str, form: str) -> _Form:
     """IBP on the arcs ``terms`` in ``form``."""
-    num_arcs = terms.rows.shape[1]
-    step, error = _step(lengths, order, num_arcs, form), _error(lengths)
+    num_arcs, error = terms.rows.shape[1], _error(lengths)
     if form == "log":
         weights = terms.weights()
         return _Form(
             _initial(weights, temperature),
-            step,
+            _step(lengths, order, num_arcs),
             error,
             lambda log_q: log_q,
             partial(
@@ -477,12 +477,13 @@ def _form(terms: ArcTerms, lengths: Array, temperature: float, order: str, form:
                 temperature=temperature,
             ),
         )
+    kernel, scalings = _scaled_initial(terms, lengths, temperature)
     return _Form(
-        _scaled_initial(terms, lengths, temperature),
-        step,
-        lambda state, _: error(_scaled_log_q(state), None),
-        _scaled_log_q,
-        partial(_scaled_solution, terms=terms, lengths=lengths, temperature=temperature),
+        scalings,
+        _step(lengths, order, num_arcs, kernel),
+        lambda state, _: error(_scaled_log_q(kernel, state), None),
+        partial(_scaled_log_q, kernel),
+        partial(_scaled_solution, kernel=kernel, terms=terms, lengths=lengths, temperature=temperature),
     )
 
 

@@ -109,13 +109,15 @@ def _initial(weights: Tensor, temperature: float) -> Tensor:
     return log_q - logsumexp(log_q.flatten(2), dim=-1)[:, :, None, None]
 
 
-def _step(lengths: Tensor, order: str, num_arcs: int, form: str):
+def _step(lengths: Tensor, order: str, num_arcs: int, kernel: _Kernel | None = None):
     """One iteration: a projection onto each parity of inner clusters, in ``order``, on ``log q``
-    (the log form) or on a scaling-form state."""
-    if form == "log":
+    (the log form, no ``kernel``) or on the scalings of the scaling form with ``kernel``."""
+    if kernel is None:
         projections = [partial(_project, lengths=lengths, first=first) for first in _first_clusters(order)]
     else:
-        projections = [_scaling_projection(lengths, num_arcs, first) for first in _first_clusters(order)]
+        projections = [
+            _scaling_projection(kernel, lengths, num_arcs, first) for first in _first_clusters(order)
+        ]
 
     def step(state: Any) -> Any:
         for project in projections:
@@ -142,20 +144,6 @@ class _Kernel(NamedTuple):
     shift: Tensor  # () or (B, N-1)
     linear: Tensor  # exp(log), flushed
     parities: tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]  # (K, Kᵀ) of groups 0, 2, ... and 1, 3, ...
-
-
-class _Scaled(NamedTuple):
-    """An IBP iterate in scaling form:
-    ``log q[i, a, b] = log kernel[i, a, b] + log_v[i, a] + log_u[i+1, b]``. The unaries start in
-    the scalings (``log_v[i] = rows[i]/τ`` less the group's normaliser, ``log_u[i+1] = columns[i]/τ``),
-    so the kernel holds the transitions alone, one (T, T) matrix where they are shared. ``log_u``
-    scales the in-arcs of each node and ``log_v`` its out-arcs; they are kept stacked,
-    ``[:, k, 0] = log_u`` and ``[:, k, 1] = log_v`` of node ``2k + parity``, as the even nodes'
-    (B, ⌈N/2⌉, 2, T) and the odd nodes' (B, ⌊N/2⌋, 2, T), so that a projection reads and writes
-    whole contiguous arrays; -inf marks a dead node or tag."""
-
-    kernel: _Kernel
-    scalings: tuple[Tensor, Tensor]
 
 
 def _floor(dtype: torch.dtype) -> float:
@@ -295,9 +283,18 @@ def _interleaved(even: Tensor, odd: Tensor) -> Tensor:
     return whole
 
 
-def _scaled_initial(terms: ArcTerms, lengths: Tensor, temperature: float) -> _Scaled:
+#: A scaling-form iterate, ``log q[i, a, b] = log K[i, a, b] + log_v[i, a] + log_u[i+1, b]``: the log
+#: in-scalings ``log_u`` and out-scalings ``log_v`` of every node, stacked (``[:, k, 0] = log_u``,
+#: ``[:, k, 1] = log_v`` of node ``2k + parity``) as the even nodes' (B, ⌈N/2⌉, 2, T) and the odd
+#: nodes' (B, ⌊N/2⌋, 2, T), so that a projection reads and writes whole contiguous arrays; -inf
+#: marks a dead node or tag. The kernel is fixed, so the iterations carry the scalings alone.
+Scalings = tuple[Tensor, Tensor]
+
+
+def _scaled_initial(terms: ArcTerms, lengths: Tensor, temperature: float) -> tuple[_Kernel, Scalings]:
     """``log q = w/τ`` with every arc group normalised, in scaling form: the unaries in the
-    scalings (the rows' less the group's log-sum-exp), the transitions in the kernel."""
+    scalings (the rows' less the group's log-sum-exp, ``log_v[i] = rows[i]/τ − log Z_i`` and
+    ``log_u[i+1] = columns[i]/τ``), the transitions alone in the kernel."""
     kernel = _kernel(terms.transitions, temperature)
     edge = terms.rows.new_zeros(terms.rows.shape[0], 1, terms.rows.shape[-1])
     rows, columns = _scaled(terms.rows, temperature), _scaled(terms.columns, temperature)
@@ -306,7 +303,7 @@ def _scaled_initial(terms: ArcTerms, lengths: Tensor, temperature: float) -> _Sc
     log_u = torch.cat([edge, columns], dim=1)
     log_v = torch.cat([rows - log_norm.unsqueeze(-1), edge], dim=1)
     scalings = torch.stack([log_u, log_v], dim=2)  # (B, N, 2, T)
-    return _Scaled(kernel, (scalings[:, 0::2].contiguous(), scalings[:, 1::2].contiguous()))
+    return kernel, (scalings[:, 0::2].contiguous(), scalings[:, 1::2].contiguous())
 
 
 def _padding(lengths: Tensor, num_arcs: int, dtype: torch.dtype) -> Tensor:
@@ -319,15 +316,15 @@ def _group_mask(lengths: Tensor, num_arcs: int) -> Tensor:
     return position_mask(lengths - 1, num_arcs).unsqueeze(-1)
 
 
-def _scaled_log_q(state: _Scaled) -> Tensor:
+def _scaled_log_q(kernel: _Kernel, scalings: Scalings) -> Tensor:
     """``log q`` (B, N-1, T, T) of a scaling-form iterate."""
-    log_u, log_v = _interleaved(*state.scalings).unbind(2)
+    log_u, log_v = _interleaved(*scalings).unbind(2)
     # in place on the first sum's fresh result (an addition saves nothing for autograd)
-    return (state.kernel.log + log_v[:, :-1].unsqueeze(-1)).add_(log_u[:, 1:].unsqueeze(-2))
+    return (kernel.log + log_v[:, :-1].unsqueeze(-1)).add_(log_u[:, 1:].unsqueeze(-2))
 
 
-def _scaling_projection(lengths: Tensor, num_arcs: int, first: int):
-    """The projection of :func:`_project` on a scaling-form iterate (a function of the state).
+def _scaling_projection(kernel: _Kernel, lengths: Tensor, num_arcs: int, first: int):
+    """The projection of :func:`_project` on a scaling-form iterate (a function of its scalings).
 
     Node p's in-flow is ``u_p ⊙ (K_{p-1}ᵀ v_{p-1})`` and its out-flow ``v_p ⊙ (K_p u_{p+1})``: two
     batched matrix–vector products (:func:`_flows`, exact to rounding) over every group of a
@@ -342,19 +339,14 @@ def _scaling_projection(lengths: Tensor, num_arcs: int, first: int):
     count, clusters = len(nodes), len(range(first, num_arcs, 2))
     in_groups, out_groups = len(range(other, num_arcs, 2)), len(range(parity, num_arcs, 2))
     first_in = 1 - parity  # the row of the node the other parity's first group flows into
-    masks = {}  # per dtype: 1 inside the clusters (B, P, 1, 1), and 0 inside, +inf outside (B, P, 1)
+    dtype = kernel.log.dtype
+    inside = _inside(active, dtype)  # (B, P, 1, 1): 1 inside the clusters
+    outside = torch.where(active, 0.0, math.inf).to(dtype)  # (B, P, 1): +inf outside them
 
-    def project(state: _Scaled) -> _Scaled:
+    def project(scalings: Scalings) -> Scalings:
         if clusters == 0:
-            return state
-        kernel, scalings = state
+            return scalings
         mine, theirs = scalings[parity], _vectors(scalings[other])
-        if mine.dtype not in masks:
-            masks[mine.dtype] = (
-                _inside(active, mine.dtype),
-                _unused(_inside(active, mine.dtype).log()[..., 0]),
-            )
-        inside, outside = masks[mine.dtype]
         # +inf for the flows of dead tags and of nodes outside the clusters: nobody reads them
         unused = _unused(mine[:, :, 0] + mine[:, :, 1]) + outside
         log_in, log_out = _flows(
@@ -368,7 +360,7 @@ def _scaling_projection(lengths: Tensor, num_arcs: int, first: int):
         )
         log_flows = torch.stack([_aligned(log_in, first_in, count), _aligned(log_out, 0, count)], dim=2)
         new = mine + _cluster_shifts(mine + log_flows, inside)
-        return _Scaled(kernel, (new, scalings[1]) if parity == 0 else (scalings[0], new))
+        return (new, scalings[1]) if parity == 0 else (scalings[0], new)
 
     return project
 
@@ -392,13 +384,14 @@ class _Solution(NamedTuple):
     arcs: Tensor | tuple[_Kernel, Tensor, Tensor]
 
 
-def _scaled_solution(state: _Scaled, terms: ArcTerms, lengths: Tensor, temperature: float) -> _Solution:
+def _scaled_solution(
+    scalings: Scalings, kernel: _Kernel, terms: ArcTerms, lengths: Tensor, temperature: float
+) -> _Solution:
     """The :class:`_Solution` of a scaling-form iterate, with no (B, N-1, T, T) array: with
     ``log q = log K + log v ⊕ log u`` and ``w/τ = transitions/τ + rows/τ ⊕ columns/τ``,
     ``Σ q (w/τ − log q) = Σ_g shift_g Σ q_g + <out flows, rows/τ − log v>``
     ``+ <in flows, columns/τ − log u>``."""
-    kernel = state.kernel
-    log_u, log_v = _interleaved(*state.scalings).unbind(2)
+    log_u, log_v = _interleaved(*scalings).unbind(2)
     padding = _padding(lengths, terms.rows.shape[1], log_u.dtype)
     log_rows, log_columns = log_v[:, :-1] - padding, log_u[:, 1:] - padding  # -inf past the length
     out_flows = torch.exp(log_rows + _group_flows(kernel, log_columns, False, _unused(log_rows)))
@@ -466,13 +459,12 @@ class _Form(NamedTuple):
 
 def _form(terms: ArcTerms, lengths: Tensor, temperature: float, order: str, form: str) -> _Form:
     """IBP on the arcs ``terms`` in ``form``."""
-    num_arcs = terms.rows.shape[1]
-    step, error = _step(lengths, order, num_arcs, form), _error(lengths)
+    num_arcs, error = terms.rows.shape[1], _error(lengths)
     if form == "log":
         weights = terms.weights()
         return _Form(
             _initial(weights, temperature),
-            step,
+            _step(lengths, order, num_arcs),
             error,
             lambda log_q: log_q,
             partial(
@@ -483,12 +475,13 @@ def _form(terms: ArcTerms, lengths: Tensor, temperature: float, order: str, form
                 temperature=temperature,
             ),
         )
+    kernel, scalings = _scaled_initial(terms, lengths, temperature)
     return _Form(
-        _scaled_initial(terms, lengths, temperature),
-        step,
-        lambda state, _: error(_scaled_log_q(state), None),
-        _scaled_log_q,
-        partial(_scaled_solution, terms=terms, lengths=lengths, temperature=temperature),
+        scalings,
+        _step(lengths, order, num_arcs, kernel),
+        lambda state, _: error(_scaled_log_q(kernel, state), None),
+        partial(_scaled_log_q, kernel),
+        partial(_scaled_solution, kernel=kernel, terms=terms, lengths=lengths, temperature=temperature),
     )
 
 
