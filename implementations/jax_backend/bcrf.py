@@ -185,6 +185,7 @@ class _Vectors(NamedTuple):
 
 
 def _vectors(log_x: Array) -> _Vectors:
+    """The :class:`_Vectors` of ``log_x`` (…, T)."""
     shift = _shift(log_x)
     return _Vectors(log_x, shift, jnp.exp(log_x - shift))
 

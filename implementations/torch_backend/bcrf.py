@@ -220,6 +220,7 @@ class _Vectors(NamedTuple):
 
 
 def _vectors(log_x: Tensor) -> _Vectors:
+    """The :class:`_Vectors` of ``log_x`` (…, T)."""
     shift = _shift(log_x)
     return _Vectors(log_x, shift, torch.exp(log_x - shift))
 
