@@ -235,12 +235,12 @@ def _exact_flows(kernel: _Kernel, parity: int, log_x: Array, into: bool) -> Arra
     return logsumexp(log + log_x[..., None, :], axis=-1)
 
 
-def _group_flows(kernel: _Kernel, log_x: Array, into: bool, unused: Array) -> Array:
-    """The flows of :func:`_flows` through every arc group (B, N-1, T), given ``log_x`` (B, N-1, T)
-    for each: both parities' products, interleaved."""
+def _group_flows(kernel: _Kernel, x: _Vectors, into: bool, unused: Array) -> Array:
+    """The flows of :func:`_flows` through every arc group (B, N-1, T), given the vectors ``x``
+    (B, N-1, T) for each: both parities' products, interleaved."""
     if kernel.log.ndim == 2:
-        return _flows(kernel, _Request(0, _vectors(log_x), into, unused))[0]
-    requests = [_Request(p, _vectors(log_x[:, p::2]), into, unused[:, p::2]) for p in (0, 1)]
+        return _flows(kernel, _Request(0, x, into, unused))[0]
+    requests = [_Request(p, x.rows(slice(p, None, 2)), into, unused[:, p::2]) for p in (0, 1)]
     return _interleaved(*_flows(kernel, *requests))
 
 
@@ -275,7 +275,7 @@ def _scaled_initial(terms: ArcTerms, lengths: Array, temperature: float) -> tupl
     edge = jnp.zeros((terms.rows.shape[0], 1, terms.rows.shape[-1]), terms.rows.dtype)
     rows, columns = terms.rows / temperature, terms.columns / temperature
     unused = _unused(rows) + _padding(lengths, rows.shape[1], rows.dtype)
-    log_norm = logsumexp(rows + _group_flows(kernel, columns, False, unused), axis=-1)
+    log_norm = logsumexp(rows + _group_flows(kernel, _vectors(columns), False, unused), axis=-1)
     log_u = jnp.concatenate([edge, columns], axis=1)
     log_v = jnp.concatenate([rows - log_norm[..., None], edge], axis=1)
     return kernel, (log_u, log_v)
@@ -329,12 +329,13 @@ class _Solution(NamedTuple):
     """What the losses read off an iterate, as in the torch backend: ``B_Y(w/τ)`` (B,), the flows
     out of each tag's rows and into each tag's columns of every arc group (B, N-1, T), zero past a
     sequence's length, and the arcs for :func:`_arc_gradient`: q (B, N-1, T, T) or, in scaling
-    form, the kernel with the rows' and columns' log scalings (B, N-1, T) (-inf past the length)."""
+    form, the kernel with the :class:`_Vectors` of the rows' and columns' log scalings (B, N-1, T)
+    (-inf past the length)."""
 
     value: Array
     out_flows: Array
     in_flows: Array
-    arcs: Array | tuple[_Kernel, Array, Array]
+    arcs: Array | tuple[_Kernel, _Vectors, _Vectors]
 
 
 def _scaled_solution(
@@ -346,8 +347,9 @@ def _scaled_solution(
     padding = _padding(lengths, terms.rows.shape[1], log_u.dtype)
     log_rows = log_v[:, :-1] - padding  # -inf past the length
     log_columns = log_u[:, 1:] - padding
-    out_flows = jnp.exp(log_rows + _group_flows(kernel, log_columns, False, _unused(log_rows)))
-    in_flows = jnp.exp(log_columns + _group_flows(kernel, log_rows, True, _unused(log_columns)))
+    rows, columns = _vectors(log_rows), _vectors(log_columns)
+    out_flows = jnp.exp(log_rows + _group_flows(kernel, columns, False, _unused(log_rows)))
+    in_flows = jnp.exp(log_columns + _group_flows(kernel, rows, True, _unused(log_columns)))
     row_gaps = _gaps(terms.rows / temperature, log_rows)
     column_gaps = _gaps(terms.columns / temperature, log_columns)
     value = (
@@ -356,7 +358,7 @@ def _scaled_solution(
         + (in_flows * column_gaps).sum((1, 2))
     )
     value = jnp.where(lengths == 1, logsumexp(terms.singles / temperature, axis=-1), value)
-    return _Solution(value, out_flows, in_flows, (kernel, log_rows, log_columns))
+    return _Solution(value, out_flows, in_flows, (kernel, rows, columns))
 
 
 def _gaps(scores: Array, log_scalings: Array) -> Array:
@@ -373,28 +375,25 @@ def _log_solution(
     return _Solution(value, pairwise.sum(-1), pairwise.sum(-2), pairwise)
 
 
-def _arc_gradient(arcs: Array | tuple[_Kernel, Array, Array], weights: Array, shared: bool) -> Array:
+def _arc_gradient(arcs: Array | tuple[_Kernel, _Vectors, _Vectors], weights: Array, shared: bool) -> Array:
     """``Σ_b weights_b q_b`` over the batch (and over the arc groups if ``shared``): (T, T) or
     (B, N-1, T, T), as in the torch backend: in scaling form by products in linear space while
     the scalings' largest sum is at most ``−F/2``, else (``lax.cond``) in log space."""
     if not isinstance(arcs, tuple):
         weighted = weights[:, None, None, None] * arcs
         return weighted.sum((0, 1)) if shared else weighted
-    kernel, log_rows, log_columns = arcs
-    row_shift, column_shift = _shift(log_rows), _shift(log_columns)
-    log_scale = row_shift + column_shift  # (B, N-1, 1)
+    kernel, rows, columns = arcs
+    log_scale = rows.shift + columns.shift  # (B, N-1, 1)
 
     def linear() -> Array:
-        rows = jnp.exp(log_rows - row_shift) * (weights[:, None, None] * jnp.exp(log_scale))
-        columns = jnp.exp(log_columns - column_shift)
+        weighted = rows.linear * (weights[:, None, None] * jnp.exp(log_scale))
         if shared:
-            return (
-                rows.reshape(-1, rows.shape[-1]).T @ columns.reshape(-1, columns.shape[-1])
-            ) * kernel.linear
-        return kernel.linear * rows[..., :, None] * columns[..., None, :]
+            num_tags = weighted.shape[-1]
+            return (weighted.reshape(-1, num_tags).T @ columns.linear.reshape(-1, num_tags)) * kernel.linear
+        return kernel.linear * weighted[..., :, None] * columns.linear[..., None, :]
 
     def in_log_space() -> Array:
-        log_q = kernel.log + log_rows[..., :, None] + log_columns[..., None, :]
+        log_q = kernel.log + rows.log[..., :, None] + columns.log[..., None, :]
         return _arc_gradient(jnp.exp(log_q), weights, shared)
 
     large = (log_scale > -_floor(log_scale.dtype) / 2).any()
@@ -522,9 +521,8 @@ def _danskin_value(
     Differentiating that gradient (second order) differentiates the solution computed in
     :func:`_danskin_forward`, through the iterations: jax differentiates a ``custom_vjp``'s
     forward and backward rules like any other code."""
-    terms = ArcTerms(transitions, rows, columns, singles)
     options = (temperature, iterations, order, tolerance, form)
-    return _danskin_forward(*terms, lengths, *options)[0]
+    return _danskin_forward(transitions, rows, columns, singles, lengths, *options)[0]
 
 
 def _danskin_forward(

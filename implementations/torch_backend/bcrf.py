@@ -267,12 +267,12 @@ def _exact_flows(kernel: _Kernel, parity: int, log_x: Tensor, into: bool) -> Ten
     return logsumexp(log + log_x.unsqueeze(-2), dim=-1)
 
 
-def _group_flows(kernel: _Kernel, log_x: Tensor, into: bool, unused: Tensor) -> Tensor:
-    """The flows of :func:`_flows` through every arc group (B, N-1, T), given ``log_x`` (B, N-1, T)
-    for each: both parities' products, interleaved."""
+def _group_flows(kernel: _Kernel, x: _Vectors, into: bool, unused: Tensor) -> Tensor:
+    """The flows of :func:`_flows` through every arc group (B, N-1, T), given the vectors ``x``
+    (B, N-1, T) for each: both parities' products, interleaved."""
     if kernel.log.ndim == 2:
-        return _flows(kernel, _Request(0, _vectors(log_x), into, unused))[0]
-    requests = [_Request(p, _vectors(log_x[:, p::2]), into, unused[:, p::2]) for p in (0, 1)]
+        return _flows(kernel, _Request(0, x, into, unused))[0]
+    requests = [_Request(p, x.rows(slice(p, None, 2)), into, unused[:, p::2]) for p in (0, 1)]
     return _interleaved(*_flows(kernel, *requests))
 
 
@@ -300,7 +300,7 @@ def _scaled_initial(terms: ArcTerms, lengths: Tensor, temperature: float) -> tup
     edge = terms.rows.new_zeros(terms.rows.shape[0], 1, terms.rows.shape[-1])
     rows, columns = _scaled(terms.rows, temperature), _scaled(terms.columns, temperature)
     unused = _unused(rows) + _padding(lengths, rows.shape[1], rows.dtype)
-    log_norm = logsumexp(rows + _group_flows(kernel, columns, False, unused), dim=-1)
+    log_norm = logsumexp(rows + _group_flows(kernel, _vectors(columns), False, unused), dim=-1)
     log_u = torch.cat([edge, columns], dim=1)
     log_v = torch.cat([rows - log_norm.unsqueeze(-1), edge], dim=1)
     scalings = torch.stack([log_u, log_v], dim=2)  # (B, N, 2, T)
@@ -377,12 +377,13 @@ class _Solution(NamedTuple):
     """What the losses read off an iterate: ``B_Y(w/τ)`` (B,), the flows out of each tag's rows and
     into each tag's columns of every arc group (B, N-1, T), zero past a sequence's length, and the
     arcs, for :func:`_arc_gradient`: the arc marginals q (B, N-1, T, T) or, in scaling form, the
-    kernel with the rows' and columns' log scalings (B, N-1, T) (-inf past the length)."""
+    kernel with the :class:`_Vectors` of the rows' and columns' log scalings (B, N-1, T) (-inf past
+    the length), which the flows have already read."""
 
     value: Tensor
     out_flows: Tensor
     in_flows: Tensor
-    arcs: Tensor | tuple[_Kernel, Tensor, Tensor]
+    arcs: Tensor | tuple[_Kernel, _Vectors, _Vectors]
 
 
 def _scaled_solution(
@@ -395,8 +396,9 @@ def _scaled_solution(
     log_u, log_v = _interleaved(*scalings).unbind(2)
     padding = _padding(lengths, terms.rows.shape[1], log_u.dtype)
     log_rows, log_columns = log_v[:, :-1] - padding, log_u[:, 1:] - padding  # -inf past the length
-    out_flows = torch.exp(log_rows + _group_flows(kernel, log_columns, False, _unused(log_rows)))
-    in_flows = torch.exp(log_columns + _group_flows(kernel, log_rows, True, _unused(log_columns)))
+    rows, columns = _vectors(log_rows), _vectors(log_columns)
+    out_flows = torch.exp(log_rows + _group_flows(kernel, columns, False, _unused(log_rows)))
+    in_flows = torch.exp(log_columns + _group_flows(kernel, rows, True, _unused(log_columns)))
     row_gaps = _gaps(_scaled(terms.rows, temperature), log_rows)
     column_gaps = _gaps(_scaled(terms.columns, temperature), log_columns)
     value = (
@@ -405,7 +407,7 @@ def _scaled_solution(
         + _inner(in_flows, column_gaps)
     )
     value = torch.where(lengths == 1, logsumexp(terms.singles / temperature, dim=-1), value)
-    return _Solution(value, out_flows, in_flows, (kernel, log_rows, log_columns))
+    return _Solution(value, out_flows, in_flows, (kernel, rows, columns))
 
 
 def _gaps(scores: Tensor, log_scalings: Tensor) -> Tensor:
@@ -423,7 +425,7 @@ def _log_solution(
     return _Solution(value, pairwise.sum(-1), pairwise.sum(-2), pairwise)
 
 
-def _arc_gradient(arcs: Tensor | tuple[_Kernel, Tensor, Tensor], weights: Tensor, shared: bool) -> Tensor:
+def _arc_gradient(arcs: Tensor | tuple[_Kernel, _Vectors, _Vectors], weights: Tensor, shared: bool) -> Tensor:
     """``Σ_b weights_b q_b`` over the batch (and over the arc groups if ``shared``): (T, T) or
     (B, N-1, T, T), given the ``arcs`` of a :class:`_Solution`.
 
@@ -434,14 +436,13 @@ def _arc_gradient(arcs: Tensor | tuple[_Kernel, Tensor, Tensor], weights: Tensor
     if isinstance(arcs, Tensor):
         weighted = weights[:, None, None, None] * arcs
         return weighted.sum((0, 1)) if shared else weighted
-    kernel, log_rows, log_columns = arcs
-    row_shift, column_shift = _shift(log_rows), _shift(log_columns)
-    log_scale = row_shift + column_shift  # (B, N-1, 1)
+    kernel, rows, columns = arcs
+    log_scale = rows.shift + columns.shift  # (B, N-1, 1)
     if log_scale.numel() and float(log_scale.amax()) > -_floor(log_scale.dtype) / 2:
-        log_q = (kernel.log + log_rows.unsqueeze(-1)).add_(log_columns.unsqueeze(-2))
+        log_q = (kernel.log + rows.log.unsqueeze(-1)).add_(columns.log.unsqueeze(-2))
         return _arc_gradient(torch.exp(log_q), weights, shared)
-    rows = torch.exp(log_rows - row_shift) * (weights[:, None, None] * torch.exp(log_scale))
-    columns = torch.exp(log_columns - column_shift)
+    rows = rows.linear * (weights[:, None, None] * torch.exp(log_scale))
+    columns = columns.linear
     if shared:
         return (rows.flatten(0, 1).T @ columns.flatten(0, 1)) * kernel.linear
     return kernel.linear * rows.unsqueeze(-1) * columns.unsqueeze(-2)
