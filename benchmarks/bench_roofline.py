@@ -10,6 +10,10 @@ position, as the paper's models' (with shared ones the scaling form's kernel is 
 and no arc is read at all). The count is that of the form the benchmark runs (the registry's
 default). Its time is measured as the difference between 20 and 10 iterations of
 ``marginals``, divided by 10, which leaves out the set-up and read-off that do not repeat.
+
+Everything runs on one thread, the streaming passes included (:func:`common.use_device`): until
+2026-11-26 XLA's CPU pool kept both cores of the 2-core machine for JAX's pass, which put the
+roofline at twice a thread's bandwidth (115 against 64 GB/s).
 """
 
 from __future__ import annotations

@@ -3,18 +3,18 @@ benchmarked, random scores on a backend and device, and compiled, synchronised c
 
 The profile comes from ``CRFBENCH_ASV_PROFILE`` (``fast`` for CI, ``regular`` nightly, the default,
 or ``paper``); it only sizes the grid, so results of one profile are comparable across commits.
-Every timing runs on one CPU thread (torch ``set_num_threads(1)``; XLA's intra-op pool of one,
-set below before JAX starts) unless a benchmark's ``threads`` parameter says otherwise: on a loaded
-2-core machine the default thread pool stalls for hundreds of milliseconds.
+Every timing runs on one CPU thread (``crfbench.environment.set_threads``: torch's
+``set_num_threads(1)`` and XLA's CPU pool of one, fixed by :func:`use_device` before JAX starts)
+unless a benchmark's ``threads`` parameter says otherwise: on a loaded 2-core machine the default
+thread pool stalls for hundreds of milliseconds.
 """
 
 from __future__ import annotations
 
 import os
 
-# Before JAX initialises a backend: one intra-op thread on CPU, and no up-front grab of GPU memory
-# (torch and JAX share the device, and peak memory must mean what the method used).
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+# Before JAX initialises a backend: no up-front grab of GPU memory (torch and JAX share the device,
+# and peak memory must mean what the method used).
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 from collections.abc import Callable  # noqa: E402
@@ -25,6 +25,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import implementations  # noqa: E402
+from crfbench.environment import set_threads  # noqa: E402
 from implementations import registry  # noqa: E402
 
 # Imported here, before asv's forkserver forks a process per parameter combination, so that no
@@ -138,11 +139,12 @@ def gpu_present(backend: str) -> bool:
 
 
 def use_device(backend: str, device: str, threads: int = 1) -> None:
-    """Fix the thread count; skip (``NotImplementedError``) a JAX combination without JAX and a GPU
+    """Fix the thread count of both backends (before JAX starts: asv calls this first in every
+    benchmark's process); skip (``NotImplementedError``) a JAX combination without JAX and a GPU
     combination without a GPU."""
     if backend == "jax" and jax is None:
         raise NotImplementedError("JAX is not installed (pip install 'crfbench[jax]')")
-    torch.set_num_threads(threads)
+    set_threads(threads)
     if device == "gpu" and not gpu_present(backend):
         raise NotImplementedError(f"no GPU for {backend}")
 

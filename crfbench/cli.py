@@ -263,7 +263,6 @@ def _newton_train(args: argparse.Namespace) -> int:
     from .environment import set_threads
     from .newton import experiment
 
-    set_threads(1)
     logging.basicConfig(format="%(message)s")
     logging.getLogger("crfbench.newton").setLevel(logging.INFO)  # TRON's radius and CG steps
     settings = _experiment_settings(experiment.Settings(), args.set)
@@ -271,6 +270,7 @@ def _newton_train(args: argparse.Namespace) -> int:
         import jax
 
         jax.config.update("jax_enable_x64", True)  # the objective is float64
+    set_threads(1)  # after importing JAX, whose CPU pool it fixes too
     tables = experiment.train(load("conll03-ner", args.data_dir), settings, progress=_solver_progress())
     io.write_csv(args.out_dir / "trace.csv", tables["trace"])
     io.write_csv(
@@ -305,11 +305,11 @@ def _newton_cost(args: argparse.Namespace) -> int:
     from .environment import set_threads
     from .newton import experiment
 
-    set_threads(1)
     if args.backend == "jax":
         import jax
 
         jax.config.update("jax_enable_x64", True)
+    set_threads(1)  # after importing JAX, whose CPU pool it fixes too
     given = {name: getattr(args, name) for name in ("tokens", "repeats") if getattr(args, name) is not None}
     table = experiment.cost(experiment.CostGrid(**given), args.backend)
     io.write_csv(args.out, table)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -13,9 +15,46 @@ PACKAGES = ("crfbench", "torch", "numpy", "transformers", "jax", "jaxlib", "seqe
 
 
 def set_threads(threads: int | None) -> None:
-    """Fix torch's CPU thread count (``None`` keeps the default); timings depend on it."""
-    if threads is not None:
-        torch.set_num_threads(threads)
+    """Fix the CPU thread count of torch and, in a process that has imported JAX, of XLA's CPU
+    runtime (``None`` keeps the defaults); timings depend on it."""
+    if threads is None:
+        return
+    torch.set_num_threads(threads)
+    if "jax" in sys.modules:
+        start_jax(threads)
+
+
+def start_jax(threads: int) -> None:
+    """Start JAX's backends with an intra-op pool of ``threads`` CPU threads.
+
+    XLA's CPU runtime sizes its pool by the CPUs the process may run on when its backend starts, and
+    splits large element-wise loops and products over it whatever ``XLA_FLAGS`` says
+    (``--xla_cpu_multi_thread_eigen=false`` covers Eigen's products only): a "one-thread" JAX
+    timing of a 256 MiB array ran on both cores of a 2-core machine. So the backend starts while
+    every thread of the process is held to ``threads`` CPUs, and each gets all its CPUs back
+    afterwards: the pool keeps its size and may run anywhere. Where JAX has already started, its
+    pool cannot change and nothing happens; off Linux, only the JAX start happens.
+    """
+    import jax
+
+    allowed = getattr(os, "sched_getaffinity", lambda _: set())(0)
+    if len(allowed) <= threads:
+        jax.devices()
+        return
+    _hold_threads(set(sorted(allowed)[:threads]))
+    try:
+        jax.devices()
+    finally:
+        _hold_threads(allowed)
+
+
+def _hold_threads(cpus: set[int]) -> None:
+    """Let every thread of this process (Linux: ``/proc/self/task``) run on ``cpus`` only."""
+    for thread in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(thread), cpus)
+        except (ProcessLookupError, PermissionError):  # a thread that ended meanwhile
+            continue
 
 
 def device_name(device: torch.device) -> str:

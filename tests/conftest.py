@@ -1,4 +1,4 @@
-"""Test-suite configuration: hypothesis profiles and deterministic single-threaded torch.
+"""Test-suite configuration: hypothesis profiles and deterministic single-threaded torch and JAX.
 
 Select a hypothesis profile with the environment variable ``HYPOTHESIS_PROFILE``:
 
@@ -19,14 +19,12 @@ from __future__ import annotations
 import os
 
 import pytest
-import torch
 from hypothesis import HealthCheck, settings
 
 import implementations
+from crfbench.environment import set_threads
 
 from .implementations import backends
-
-torch.set_num_threads(1)
 
 try:
     import jax
@@ -40,6 +38,7 @@ else:
     # JAX_DISABLE_MOST_OPTIMIZATIONS=0 to test fully optimised code.
     if "JAX_DISABLE_MOST_OPTIMIZATIONS" not in os.environ:
         jax.config.update("jax_disable_most_optimizations", True)
+set_threads(1)  # torch's and (before it starts) XLA's CPU pools
 
 _COMMON = {
     "deadline": None,

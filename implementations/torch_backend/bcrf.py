@@ -27,8 +27,9 @@ of longer sequences unchanged because they are invariant to per-group shifts).
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
-from functools import partial
+from functools import cache, partial
 from typing import Any, NamedTuple
 
 import torch
@@ -188,13 +189,55 @@ def _kernel(transitions: Tensor, temperature: float) -> _Kernel:
 ROW_VECTOR_FROM = 32
 
 
+#: Products over a parity's per-position kernel of at least this many entries run compiled
+#: (:func:`_fused_row_products`): 40 GB/s against 22 for the best batched matmul at (8, 128, 128,
+#: 128) on one CPU thread (and a Triton kernel on CUDA). Smaller ones, and every shared kernel,
+#: stay eager, sparing the compilation (about a second per dtype).
+FUSED_FROM = 2**20
+
+
+def _row_products(matrices: Tensor, vectors: Tensor) -> Tensor:
+    """(…, T): ``M x`` for every matrix ``M`` (…, T, T) and vector ``x`` (…, T), as the sums of
+    the rows of ``M`` times ``x``."""
+    return (matrices * vectors.unsqueeze(-2)).sum(-1)
+
+
+@cache
+def _compiled_row_products() -> Callable[[Tensor, Tensor], Tensor]:
+    """:func:`_row_products` compiled, made on first use (``torch._dynamo`` takes a second to import)."""
+    return torch.compile(_row_products, dynamic=True)
+
+
+_compiler_failed = False
+
+
+def _fused_row_products(matrices: Tensor, vectors: Tensor) -> Tensor:
+    """:func:`_row_products` compiled, the multiply and the sum fused into one pass over ``M``
+    (shapes dynamic; the vectors made contiguous, so that views do not recompile it). Eager, with
+    a warning, from the first failed compilation on (no C++ compiler, say)."""
+    global _compiler_failed
+    if not _compiler_failed:
+        try:
+            return _compiled_row_products()(matrices, vectors.contiguous())
+        except torch._dynamo.exc.BackendCompilerFailed as error:
+            _compiler_failed = True
+            warnings.warn(
+                f"bcrf: torch.compile failed, products run eager ({error})", RuntimeWarning, stacklevel=2
+            )
+    return _row_products(matrices, vectors)
+
+
 def _product(kernel: Tensor, transposed: Tensor, vectors: Tensor, into: bool) -> Tensor:
     """(B, P, T): ``K_gᵀ x_g`` (``into``: what flows into each tag) or ``K_g x_g`` (out of it) for
     every group g, given ``transposed``, the same matrices transposed and contiguous;
-    ``vectors`` (B, P, T). A shared (T, T) kernel is one matrix product for all groups."""
+    ``vectors`` (B, P, T). A shared (T, T) kernel is one matrix product for all groups; a large
+    per-position one (``FUSED_FROM``) a compiled multiply–sum over the rows of ``M``; a smaller one
+    a batched matmul in the layout that is faster at its size (``ROW_VECTOR_FROM``)."""
     if kernel.ndim == 2:
         return vectors @ (kernel if into else transposed)
     matrices, rows = (transposed, kernel) if into else (kernel, transposed)  # M and Mᵀ
+    if matrices.numel() >= FUSED_FROM:
+        return _fused_row_products(matrices, vectors)
     if kernel.shape[-1] >= ROW_VECTOR_FROM:
         return torch.matmul(vectors.unsqueeze(-2), rows).squeeze(-2)
     return torch.matmul(matrices, vectors.unsqueeze(-1)).squeeze(-1)
@@ -253,7 +296,8 @@ def _flows(kernel: _Kernel, *requests: _Request) -> tuple[Tensor, ...]:
     products = [_product(*kernel.parities[r.parity], r.x.linear, r.into) for r in requests]
     half = math.exp(_floor(products[0].dtype) / 2)
     if any(
-        p.numel() and float((p + r.unused).amin()) <= half for p, r in zip(products, requests, strict=True)
+        p.numel() and float((p + r.unused).detach().amin()) <= half
+        for p, r in zip(products, requests, strict=True)
     ):
         return tuple(_exact_flows(kernel, r.parity, r.x.log, r.into) for r in requests)
     return tuple(r.x.shift + _safe_log(p) for p, r in zip(products, requests, strict=True))
@@ -438,7 +482,7 @@ def _arc_gradient(arcs: Tensor | tuple[_Kernel, _Vectors, _Vectors], weights: Te
         return weighted.sum((0, 1)) if shared else weighted
     kernel, rows, columns = arcs
     log_scale = rows.shift + columns.shift  # (B, N-1, 1)
-    if log_scale.numel() and float(log_scale.amax()) > -_floor(log_scale.dtype) / 2:
+    if log_scale.numel() and float(log_scale.detach().amax()) > -_floor(log_scale.dtype) / 2:
         log_q = (kernel.log + rows.log.unsqueeze(-1)).add_(columns.log.unsqueeze(-2))
         return _arc_gradient(torch.exp(log_q), weights, shared)
     rows = rows.linear * (weights[:, None, None] * torch.exp(log_scale))

@@ -1,6 +1,6 @@
 """Benchmarks run on one CPU thread: torch ``set_num_threads(1)`` around each module, and XLA's
-intra-op pool of one (set here, before JAX creates its CPU backend, when the benchmarks run on
-their own). The default two threads stall for hundreds of ms on a loaded 2-core machine.
+CPU pool of one (started so by the suite's root conftest, ``crfbench.environment.set_threads``).
+The default two threads stall for hundreds of ms on a loaded 2-core machine.
 
 JAX programs are timed fully optimised: the suite's ``jax_disable_most_optimizations`` (set in
 ``tests/conftest.py`` to save compile time) is lifted around each benchmark module. Under it the
@@ -8,12 +8,8 @@ jitted losses of ``test_nll_speed.py`` ran 3-5x slower."""
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import pytest
+import torch
 
 
 @pytest.fixture(scope="module", autouse=True)

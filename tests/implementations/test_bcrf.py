@@ -765,15 +765,15 @@ FORM_TOLERANCE = {"float64": 1e-12, "float32": 2e-5}
 @pytest.mark.parametrize("tau", backends.jax_subset([1.0, 0.1, 0.01], keep=[0.1, 0.01]))
 def test_scaling_form_equals_log_form(backend: Backend, dtype: str, tau: float) -> None:
     """The scaling form (default) and the log form compute the same iterates: every length 1..9,
-    -inf patterns, both orders, τ down to 0.01 (where the scaling form's log-space fallback and
-    absorption are exercised), in float64 and float32; marginals, value, error history and both
+    -inf patterns, both orders, τ down to 0.01 (where the scaling form's log-space fallbacks are
+    exercised), in float64 and float32; marginals, value, error history and both
     gradients of the loss."""
     inst = all_lengths_instance(71, 5, max_len=9, neg_inf=0.3, scale=3.0)
     kw = inst.arrays(backend, dtype)
     tags = inst.gold_array(backend)
     tol = FORM_TOLERANCE[dtype]
     # the forms round differently: a log of size ~|w|/τ carries ~ε|w|/τ, hence a looser bound at
-    # τ = 0.01 (JAX never absorbs, so its scalings grow that large)
+    # τ = 0.01 (the scalings grow that large)
     marginal_tol = tol * max(1.0, 0.1 / tau)
     for order in ORDERS:
         opts = {"iterations": 7, "temperature": tau, "order": order}
@@ -804,6 +804,65 @@ def test_scaling_form_equals_log_form(backend: Backend, dtype: str, tau: float) 
             for name in ("emissions", "transitions"):
                 assert np.isfinite(grad[name]).all()
                 np.testing.assert_allclose(grad[name], log_grad[name], rtol=0, atol=10 * tol / tau)
+
+
+def _torch_solve_and_loss(inst: Any, dtype: str, **options: Any) -> list[np.ndarray]:
+    """Marginals, value and both gradients of the loss (Danskin and unrolled) of torch BCRF."""
+    backend = backends.get("torch")
+    kw, tags = inst.arrays("torch", dtype), inst.gold_array(backend)
+    res = apply(bcrf(backend), "solve", kw, **options)
+    out = [npy(res.unary), npy(res.pairwise), npy(res.value)]
+    for gradient in ("danskin", "unrolled"):
+        value, grad = backend.value_and_grad(
+            lambda kw, o={**options, "gradient": gradient}: apply(bcrf(backend), "loss", kw, tags, **o),
+            kw,
+            ("emissions", "transitions"),
+        )
+        out += [np.asarray(value), grad["emissions"], grad["transitions"]]
+    return out
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_fused_products_equal_eager_ones(monkeypatch: pytest.MonkeyPatch, dtype: str) -> None:
+    """Torch's compiled products (large per-position kernels; here every kernel, ``FUSED_FROM`` = 1)
+    give the eager products' marginals, values and gradients: every length 1..6, -inf patterns,
+    padding, τ = 1 and 0.01 (the log-space fallback), both gradients."""
+    pytest.importorskip("torch")
+    import implementations.torch_backend.bcrf as kernel
+
+    inst = all_lengths_instance(72, 4, max_len=6, neg_inf=0.3, scale=3.0)
+    tol = FORM_TOLERANCE[dtype]
+    for tau in (1.0, 0.01):
+        options = {"iterations": 5, "temperature": tau}
+        eager = _torch_solve_and_loss(inst, dtype, **options)
+        with monkeypatch.context() as patch:
+            patch.setattr(kernel, "FUSED_FROM", 1)
+            fused = _torch_solve_and_loss(inst, dtype, **options)
+        for got, expected in zip(fused, eager, strict=True):
+            assert np.isfinite(got).all() == np.isfinite(expected).all()
+            np.testing.assert_allclose(got, expected, rtol=tol, atol=10 * tol / tau)
+
+
+def test_fused_products_fall_back_to_eager_without_a_compiler(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed compilation (no C++ compiler, say) warns once and leaves every product eager."""
+    pytest.importorskip("torch")
+    import torch
+
+    import implementations.torch_backend.bcrf as kernel
+
+    def failing(*args: Any) -> Any:
+        raise torch._dynamo.exc.BackendCompilerFailed(failing, RuntimeError("no compiler"), None)
+
+    monkeypatch.setattr(kernel, "_compiled_row_products", lambda: failing)
+    monkeypatch.setattr(kernel, "_compiler_failed", False)
+    matrices, vectors = torch.rand(2, 3, 4, 4), torch.rand(2, 3, 4)
+    with pytest.warns(RuntimeWarning, match="no compiler"):
+        first = kernel._fused_row_products(matrices, vectors)
+    second = kernel._fused_row_products(matrices, vectors)  # no second warning: nothing is retried
+    expected = torch.matmul(matrices, vectors.unsqueeze(-1)).squeeze(-1)
+    torch.testing.assert_close(first, expected)
+    torch.testing.assert_close(second, expected)
+    assert kernel._compiler_failed
 
 
 def test_scaling_form_takes_its_log_space_paths(monkeypatch: pytest.MonkeyPatch) -> None:
