@@ -11,6 +11,10 @@ and no arc is read at all). The count is that of the form the benchmark runs (th
 default). Its time is measured as the difference between 20 and 10 iterations of
 ``marginals``, divided by 10, which leaves out the set-up and read-off that do not repeat.
 
+IBP's traffic is almost all reads, and one thread reads at most ~40 GB/s here against ~64 GB/s
+streamed (read plus written), so ``track_read_bandwidth`` (a large sum) gives the bound that a
+read-bound kernel can reach; the report shows IBP's share of both.
+
 Everything runs on one thread, the streaming passes included (:func:`common.use_device`): until
 2026-11-26 XLA's CPU pool kept both cores of the 2-core machine for JAX's pass, which put the
 roofline at twice a thread's bandwidth (115 against 64 GB/s).
@@ -60,6 +64,25 @@ def _stream_call(backend: str, device: str):
     return call
 
 
+def _read_call(backend: str, device: str):
+    """A call that reads a large array once (its sum): the bound of a kernel that, as IBP's
+    products, reads far more than it writes. The array is written first (ones): ``np.zeros``'s
+    untouched pages would all map to the kernel's one zero page and be read from cache."""
+    source = to_device(np.ones(STREAM_ELEMENTS[device], dtype=np.float32), backend, device)
+    if backend == "torch":
+        wait = torch.cuda.synchronize if source.is_cuda else lambda: None
+        return lambda: (source.sum(), wait())
+    total = jax.jit(jax.numpy.sum)
+    return lambda: jax.block_until_ready(total(source))
+
+
+def read_bandwidth(backend: str, device: str) -> float:
+    """Read bandwidth in GB/s: bytes read over the fastest of 5 passes."""
+    call = _read_call(backend, device)
+    call()
+    return 4 * STREAM_ELEMENTS[device] / best_seconds(call) / 1e9
+
+
 def stream_bandwidth(backend: str, device: str) -> float:
     """Streaming bandwidth in GB/s: bytes read plus bytes written over the fastest of 5 passes."""
     call = _stream_call(backend, device)
@@ -73,7 +96,8 @@ def machine_bandwidth(device: str) -> float:
 
 
 class MemoryBandwidth:
-    """The machine's streaming memory bandwidth through each backend (a large in-place pass)."""
+    """The machine's memory bandwidth through each backend: streaming (a large in-place pass) and
+    reading (a large sum)."""
 
     params = (BACKENDS, DEVICES)
     param_names = ("backend", "device")
@@ -92,6 +116,11 @@ class MemoryBandwidth:
         return stream_bandwidth(backend, device)
 
     track_stream_bandwidth.unit = "GB/s"
+
+    def track_read_bandwidth(self, backend: str, device: str) -> float:
+        return read_bandwidth(backend, device)
+
+    track_read_bandwidth.unit = "GB/s"
 
 
 class IBPBandwidth:

@@ -304,25 +304,33 @@ def _point(row) -> str:
 
 def roofline_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Per machine, device and backend: IBP-10's achieved bandwidth at the largest grid point measured
-    (most arcs B·(N-1)·T²), the machine's streaming bandwidth (the faster backend's, from
-    ``MemoryBandwidth``) and their ratio. (``track_ibp_roofline_fraction`` in the asv history is the
-    same ratio against a streaming pass timed in the benchmark's own process.)"""
-    stream = frame[frame["name"] == "track_stream_bandwidth"].groupby(["machine", "device"])["value"].max()
+    (most arcs B·(N-1)·T²), the machine's streaming and read bandwidths (the faster backend's, from
+    ``MemoryBandwidth``; NaN for a run without the read pass) and IBP's share of each.
+    (``track_ibp_roofline_fraction`` in the asv history is the share of streaming bandwidth against
+    a pass timed in the benchmark's own process.)"""
+
+    def fastest(name: str) -> pd.Series:
+        return frame[frame["name"] == name].groupby(["machine", "device"])["value"].max()
+
+    stream, read = fastest("track_stream_bandwidth"), fastest("track_read_bandwidth")
     ibp = frame[frame["name"] == "track_ibp_bandwidth"]
     rows = []
     for (machine, device, backend), group in ibp.groupby(["machine", "device", "backend"], sort=True):
         arcs = group["B"].astype(int) * (group["N"].astype(int) - 1) * group["T"].astype(int) ** 2
         largest = group.loc[arcs.idxmax()]
-        streaming = float(stream.get((machine, device), np.nan))
+        streaming, reading = (float(bound.get((machine, device), np.nan)) for bound in (stream, read))
+        achieved = float(largest["value"])
         rows.append(
             {
                 "machine": machine,
                 "device": device,
                 "backend": backend,
                 "largest point": _point(largest),
-                "IBP GB/s": round(float(largest["value"]), 2),
+                "IBP GB/s": round(achieved, 2),
                 "streaming GB/s": round(streaming, 2),
-                "share of streaming bandwidth": round(float(largest["value"]) / streaming, 3),
+                "share of streaming bandwidth": round(achieved / streaming, 3),
+                "read GB/s": round(reading, 2),
+                "share of read bandwidth": round(achieved / reading, 3),
             }
         )
     return pd.DataFrame(rows)

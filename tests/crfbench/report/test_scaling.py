@@ -72,6 +72,8 @@ def test_roofline_reads_the_largest_point_against_the_faster_streaming_backend()
     rows = [
         _row("track_stream_bandwidth", 40.0, backend="torch"),
         _row("track_stream_bandwidth", 50.0, backend="jax"),
+        _row("track_read_bandwidth", 25.0, backend="torch"),
+        _row("track_read_bandwidth", 20.0, backend="jax"),
     ]
     for backend, (n, t, gbs) in itertools.product(
         ("torch", "jax"), [(16, 512, 10.0), (1024, 32, 20.0), (64, 8, 1.0)]
@@ -85,6 +87,18 @@ def test_roofline_reads_the_largest_point_against_the_faster_streaming_backend()
     assert table.loc["jax", "share of streaming bandwidth"] == pytest.approx(0.4)  # 20 / 50
     assert table.loc["torch", "share of streaming bandwidth"] == pytest.approx(0.2)
     assert set(table["streaming GB/s"]) == {50.0}
+    assert set(table["read GB/s"]) == {25.0}  # the faster backend's read pass
+    assert table.loc["jax", "share of read bandwidth"] == pytest.approx(0.8)  # 20 / 25
+
+
+def test_roofline_without_a_read_pass_leaves_its_share_unknown():
+    rows = [
+        _row("track_stream_bandwidth", 40.0, backend="torch"),
+        _row("track_ibp_bandwidth", 10.0, backend="torch", N=64, T=32, B=8),
+    ]
+    table = roofline_table(_frame(rows))
+    assert table["share of streaming bandwidth"].tolist() == [0.25]
+    assert table["share of read bandwidth"].isna().all()
 
 
 def test_peers_table_gives_our_time_as_a_fraction_of_each():
