@@ -387,7 +387,7 @@ def summary_tables(frame: pd.DataFrame) -> dict[str, tuple[str, pd.DataFrame]]:
     """The scaling summaries that have data, by file stem: (title, table)."""
     tables = {
         "scaling-roofline": (
-            "Roofline: IBP-10's achieved bandwidth against streaming bandwidth",
+            "Roofline: IBP-10's achieved bandwidth against streaming and read bandwidth",
             roofline_table(frame),
         ),
         "scaling-peers": (
