@@ -33,7 +33,9 @@ def start_jax(threads: int) -> None:
     timing of a 256 MiB array ran on both cores of a 2-core machine. So the backend starts while
     every thread of the process is held to ``threads`` CPUs, and each gets all its CPUs back
     afterwards: the pool keeps its size and may run anywhere. Where JAX has already started, its
-    pool cannot change and nothing happens; off Linux, only the JAX start happens.
+    pool cannot change and nothing happens; off Linux, only the JAX start happens. Every backend
+    starts, as at JAX's first computation (a GPU one too: set ``XLA_PYTHON_CLIENT_PREALLOCATE``
+    before, where JAX must not take most of the GPU's memory up front).
     """
     import jax
 

@@ -191,8 +191,9 @@ ROW_VECTOR_FROM = 32
 
 #: Products over a parity's per-position kernel of at least this many entries run compiled
 #: (:func:`_fused_row_products`): 40 GB/s against 22 for the best batched matmul at (8, 128, 128,
-#: 128) on one CPU thread (and a Triton kernel on CUDA). Smaller ones, and every shared kernel,
-#: stay eager, sparing the compilation (about a second per dtype).
+#: 128) on one CPU thread (on CUDA inductor emits a Triton kernel instead: not yet measured, no
+#: GPU having been lent). Smaller ones, and every shared kernel, stay eager, sparing the
+#: compilation (about a second per dtype).
 FUSED_FROM = 2**20
 
 
