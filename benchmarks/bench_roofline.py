@@ -22,6 +22,9 @@ roofline at twice a thread's bandwidth (115 against 64 GB/s).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -47,14 +50,19 @@ BYTES_PER_ARC_ITERATION = {"log": 2 * 2 * 4, "scaling": 2 * 4}
 FORM = registry.BCRF.default("form", "marginals")  # the form ``bcrf-10`` runs
 
 
+def _torch_call(source: torch.Tensor, operation: Callable[[torch.Tensor], Any]):
+    """A call of ``operation`` on ``source`` that returns once it is done (CUDA synchronised)."""
+    wait = torch.cuda.synchronize if source.is_cuda else lambda: None
+    return lambda: (operation(source), wait())
+
+
 def _stream_call(backend: str, device: str):
     """A call that streams a large array once, reading and writing every element in place
     (``add_`` in torch; ``x + 1`` under ``jit`` with the input donated in JAX, since a fresh output
     buffer would time page faults, not memory)."""
     source = to_device(np.zeros(STREAM_ELEMENTS[device], dtype=np.float32), backend, device)
     if backend == "torch":
-        wait = torch.cuda.synchronize if source.is_cuda else lambda: None
-        return lambda: (source.add_(1.0), wait())
+        return _torch_call(source, lambda x: x.add_(1.0))
     stream = jax.jit(lambda x: x + 1.0, donate_argnums=0)
     state = [source]
 
@@ -70,24 +78,25 @@ def _read_call(backend: str, device: str):
     untouched pages would all map to the kernel's one zero page and be read from cache."""
     source = to_device(np.ones(STREAM_ELEMENTS[device], dtype=np.float32), backend, device)
     if backend == "torch":
-        wait = torch.cuda.synchronize if source.is_cuda else lambda: None
-        return lambda: (source.sum(), wait())
+        return _torch_call(source, torch.sum)
     total = jax.jit(jax.numpy.sum)
     return lambda: jax.block_until_ready(total(source))
 
 
+def _gigabytes_per_second(call: Callable[[], Any], bytes_moved: int) -> float:
+    """``bytes_moved`` over the fastest of 5 timed calls (after one untimed call), in GB/s."""
+    call()
+    return bytes_moved / best_seconds(call) / 1e9
+
+
 def read_bandwidth(backend: str, device: str) -> float:
     """Read bandwidth in GB/s: bytes read over the fastest of 5 passes."""
-    call = _read_call(backend, device)
-    call()
-    return 4 * STREAM_ELEMENTS[device] / best_seconds(call) / 1e9
+    return _gigabytes_per_second(_read_call(backend, device), 4 * STREAM_ELEMENTS[device])
 
 
 def stream_bandwidth(backend: str, device: str) -> float:
     """Streaming bandwidth in GB/s: bytes read plus bytes written over the fastest of 5 passes."""
-    call = _stream_call(backend, device)
-    call()
-    return 2 * 4 * STREAM_ELEMENTS[device] / best_seconds(call) / 1e9
+    return _gigabytes_per_second(_stream_call(backend, device), 2 * 4 * STREAM_ELEMENTS[device])
 
 
 def machine_bandwidth(device: str) -> float:
