@@ -32,6 +32,9 @@ class Backend:
     #: (int32 by default, int64 under ``jax_enable_x64``).
     decode_dtypes: tuple[str, ...]
 
+    #: where arrays are made: ``"cpu"`` or ``"gpu"`` (the backend's first GPU)
+    device: str = "cpu"
+
     def module(self, method: str) -> Any:
         """The contract module of ``method`` in this backend (called eagerly: every check runs)."""
         return implementations.get(method, backend=self.name)
@@ -109,13 +112,14 @@ class TorchBackend(Backend):
     name = "torch"
     decode_dtypes = ("int64",)
 
-    def __init__(self) -> None:
+    def __init__(self, device: str = "cpu") -> None:
         import torch
 
-        self.torch = torch
+        self.torch, self.device = torch, device
 
     def _make(self, x: np.ndarray, dtype: str) -> Array:
-        return self.torch.tensor(x, dtype=getattr(self.torch, dtype))
+        where = "cuda" if self.device == "gpu" else "cpu"
+        return self.torch.tensor(x, dtype=getattr(self.torch, dtype), device=where)
 
     def numpy(self, x: Array) -> np.ndarray:
         return x.detach().cpu().numpy()
@@ -152,12 +156,12 @@ class JaxBackend(Backend):
     name = "jax"
     decode_dtypes = ("int32", "int64")
 
-    def __init__(self) -> None:
+    def __init__(self, device: str = "cpu") -> None:
         import jax
         import jax.numpy as jnp
 
         enable_x64()
-        self.jax, self.jnp = jax, jnp
+        self.jax, self.jnp, self.device = jax, jnp, device
         self._programs: dict[Any, Callable[..., Any]] = {}
 
     def calls(self, method: str, kw: Mapping[str, Array | None], *specs: Call) -> list[Any]:
@@ -181,7 +185,9 @@ class JaxBackend(Backend):
         return [_solve_iterations(fn, result) for (fn, _, _), result in zip(specs, out, strict=True)]
 
     def _make(self, x: np.ndarray, dtype: str) -> Array:
-        return self.jnp.asarray(x, dtype=getattr(self.jnp, dtype))
+        # committed to the device, so that a jitted program runs there (a GPU machine's default
+        # device is its GPU, also for the CPU adapter)
+        return self.jax.device_put(np.asarray(x, dtype=dtype), self.jax.devices(self.device)[0])
 
     def numpy(self, x: Array) -> np.ndarray:
         return np.array(x)
@@ -229,13 +235,28 @@ def enable_x64() -> None:
 
 
 @functools.cache
-def get(name: str) -> Backend:
-    """The adapter of backend ``name`` (one of ``implementations.BACKENDS``)."""
+def get(name: str, device: str = "cpu") -> Backend:
+    """The adapter of backend ``name`` (one of ``implementations.BACKENDS``) on ``device``
+    (``"cpu"``, or ``"gpu"``: see :func:`gpu_present`)."""
     if name == "torch":
-        return TorchBackend()
+        return TorchBackend(device)
     if name == "jax":
-        return JaxBackend()
+        return JaxBackend(device)
     raise ValueError(f"no test adapter for backend {name!r}")
+
+
+def gpu_present(name: str) -> bool:
+    """Backend ``name`` sees a GPU (CUDA for torch; any GPU platform for jax)."""
+    if name == "torch":
+        import torch
+
+        return torch.cuda.is_available()
+    import jax
+
+    try:
+        return bool(jax.devices("gpu"))
+    except RuntimeError:
+        return False
 
 
 #: Share of the hypothesis profile's ``max_examples`` that the jax half of a property test draws.

@@ -96,19 +96,22 @@ def outputs(mod: Any, method: str, opts: dict[str, Any], kw: dict[str, Any], tag
     return out
 
 
-def torch_results(method: str, opts: dict[str, Any], inst: Instance, allowed: np.ndarray) -> dict[str, Any]:
-    mod = TORCH.module(method)
-    kw, tags, allow = inst.arrays(TORCH), inst.gold_array(TORCH), TORCH.array(allowed)
-    with TORCH.no_grad():
+def torch_results(
+    method: str, opts: dict[str, Any], inst: Instance, allowed: np.ndarray, torch_: Any = TORCH
+) -> dict[str, Any]:
+    """Every output and gradient of ``method`` in torch (on ``torch_``'s device), as NumPy."""
+    mod = torch_.module(method)
+    kw, tags, allow = inst.arrays(torch_), inst.gold_array(torch_), torch_.array(allowed)
+    with torch_.no_grad():
         out = {
-            k: v if isinstance(v, int) else TORCH.numpy(v)
+            k: v if isinstance(v, int) else torch_.numpy(v)
             for k, v in outputs(mod, method, opts, kw, tags, allow).items()
         }
     wrt = tuple(k for k in SCORES if kw[k] is not None)
     extra = {"loss": (tags,), "partial_loss": (allow,)}
     for fn in DIFFERENTIABLE:
         fn_opts = options(method, fn, opts)
-        _, grads = TORCH.value_and_grad(
+        _, grads = torch_.value_and_grad(
             lambda k, fn=fn, fn_opts=fn_opts: apply(mod, fn, k, *extra.get(fn, ()), **fn_opts),
             kw,
             wrt,
@@ -141,10 +144,13 @@ def jax_program(method: str, frozen_opts: tuple[tuple[str, Any], ...]) -> Any:
     return jax.jit(program)
 
 
-def jax_results(method: str, opts: dict[str, Any], inst: Instance, allowed: np.ndarray) -> dict[str, Any]:
-    kw, tags, allow = inst.arrays(JAX), inst.gold_array(JAX), JAX.array(allowed)
+def jax_results(
+    method: str, opts: dict[str, Any], inst: Instance, allowed: np.ndarray, jax_: Any = JAX
+) -> dict[str, Any]:
+    """As :func:`torch_results` in one jitted jax program (run where ``jax_`` puts the arrays)."""
+    kw, tags, allow = inst.arrays(jax_), inst.gold_array(jax_), jax_.array(allowed)
     program = jax_program(method, tuple(sorted(opts.items())))
-    return {k: JAX.numpy(v) for k, v in program(kw, tags, allow).items()}
+    return {k: jax_.numpy(v) for k, v in program(kw, tags, allow).items()}
 
 
 def rounding_scale(method: str, opts: dict[str, Any], inst: Instance) -> float:
@@ -162,7 +168,7 @@ def assert_same(torch_out: dict[str, Any], jax_out: dict[str, Any], scale: float
     for key, want in torch_out.items():
         got = jax_out[key]
         if key == "solve.iterations":  # a Python int (eager: see test_jit.py), a 0-d array from jit
-            assert isinstance(want, int) and got.shape == () and int(got) == want, (key, got, want)
+            assert np.ndim(want) == np.ndim(got) == 0 and int(got) == int(want), (key, got, want)
         elif key == "decode":
             assert np.issubdtype(got.dtype, np.integer), got.dtype
             np.testing.assert_array_equal(got, want, err_msg=key)
@@ -180,10 +186,11 @@ def _every_length() -> Instance:
     return make_instance(rng, batch=5, length=8, num_tags=3, lengths=[3, 1, 8, 2, 5], neg_inf=0.3, scale=2.0)
 
 
-@pytest.mark.parametrize(
-    ("method", "opts"),
-    [pytest.param(m, o, id=m + "".join(f"-{k}={v}" for k, v in o.items())) for m, o in SETTINGS],
-)
+#: :data:`SETTINGS` as pytest parameters, named by method and options.
+SETTING_PARAMS = [pytest.param(m, o, id=m + "".join(f"-{k}={v}" for k, v in o.items())) for m, o in SETTINGS]
+
+
+@pytest.mark.parametrize(("method", "opts"), SETTING_PARAMS)
 @settings(max_examples=EXAMPLES)
 @given(inst=instances(max_batch=5, max_len=8, max_tags=4), seed=st.integers(0, 2**16))
 @example(inst=_every_length(), seed=0)
@@ -195,3 +202,34 @@ def test_jax_equals_reference(method: str, opts: dict[str, Any], inst: Instance,
         jax_results(method, opts, inst, allowed),
         rounding_scale(method, opts, inst),
     )
+
+
+def _larger() -> Instance:
+    """Lengths 1..12 over 7 tags (a batch of 12), -inf in 20 % of the scores and in the padding."""
+    rng = np.random.default_rng(7)
+    return make_instance(
+        rng, batch=12, length=12, num_tags=7, lengths=list(range(1, 13)), neg_inf=0.2, scale=2.0
+    )
+
+
+@pytest.mark.parametrize("name", ["torch", "jax"])
+@pytest.mark.parametrize(("method", "opts"), SETTING_PARAMS)
+def test_gpu_equals_cpu(
+    monkeypatch: pytest.MonkeyPatch, name: str, method: str, opts: dict[str, Any]
+) -> None:
+    """Every output and gradient of ``method`` with ``opts`` on a GPU == on the CPU, in float64 and
+    to the cross-backend tolerances (every length, -inf patterns, padding). Torch BCRF runs its
+    compiled products on the GPU for every kernel (``FUSED_FROM`` = 1: Triton kernels on CUDA)
+    against the eager CPU products. Skipped on a machine without a GPU."""
+    if not backends.gpu_present(name):
+        pytest.skip(f"no GPU for {name}")
+    import implementations.torch_backend.bcrf as kernel
+
+    results = torch_results if name == "torch" else jax_results
+    for inst in (_every_length(), _larger()):
+        allowed = random_allowed(np.random.default_rng(0), inst)
+        on_cpu = results(method, opts, inst, allowed, backends.get(name))
+        with monkeypatch.context() as patch:
+            patch.setattr(kernel, "FUSED_FROM", 1)
+            on_gpu = results(method, opts, inst, allowed, backends.get(name, "gpu"))
+        assert_same(on_cpu, on_gpu, rounding_scale(method, opts, inst))

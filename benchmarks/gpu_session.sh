@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# One GPU session on a lent machine (a CUDA GPU, its own Python with torch, JAX and Triton, no
+# network): check the methods on the GPU, time Tables 2-3 on it, and run the asv scaling grid on
+# it, the most telling points first, inside a fixed wall-clock budget. Everything it measures
+# comes back as one tarball (results.tar) of the paths the repository keeps, to be unpacked at
+# the repository root: results/asv/<machine>/ and results/gpu/<machine>/timing/<dataset>/L0/.
+#
+# It reads, from GPU_SESSION_DIR (default .gpu, ignored by git), what the machine lacks:
+#   whl/                       wheels of the packages the image lacks (asv, conllu, seqeval, ...)
+#   git/                       a shallow clone's .git at this commit (asv needs the commit's date)
+#   data/                      a CRFBENCH_DATA folder with the UD treebanks timed
+#   runs/<dataset>/            the reference run's first-seed CRF model (results/runs/<d>/L0/crf/0)
+#                              and its timing job's settings.json (as timing-settings.json)
+# and writes to OUT (default ./gpu-out). Usage: benchmarks/gpu_session.sh MACHINE BUDGET_SECONDS COMMIT
+# (COMMIT: the commit whose tree this is, as asv records it).
+set -uo pipefail
+MACHINE=${1:?machine name, e.g. nvidia-h200}
+BUDGET=${2:?wall-clock seconds}
+COMMIT=${3:?the commit checked out}
+START=$(date +%s)
+DIR=${GPU_SESSION_DIR:-.gpu}
+OUT=${OUT:-./gpu-out}
+mkdir -p "$OUT"
+LOG="$OUT/log.txt"
+exec > >(tee -a "$LOG") 2>&1
+left() { echo $((START + BUDGET - $(date +%s))); }
+stage() { echo; echo "=== $* ($(left) s left) ==="; }
+pack() {  # the tarball of everything measured so far, replaced atomically
+    local paths=()
+    for path in results/asv/benchmarks.json "results/asv/$MACHINE" "results/gpu/$MACHINE"; do
+        [ -e "$path" ] && paths+=("$path")
+    done
+    [ ${#paths[@]} -gt 0 ] && tar -cf "$OUT/results.tar.part" "${paths[@]}" && mv "$OUT/results.tar.part" "$OUT/results.tar"
+}
+
+stage "machine"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$DIR"/whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
+export ASV_PYTHONPATH=$PYTHONPATH  # asv drops PYTHONPATH from the processes it starts
+python3 -c "import torch, jax, triton, numpy; print('torch', torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0)); print('jax', jax.__version__, jax.devices()); print('triton', triton.__version__, 'numpy', numpy.__version__)"
+if [ "$(git rev-parse HEAD 2>/dev/null)" != "$COMMIT" ]; then
+    rm -rf .git && cp -r "$DIR/git" .git
+fi
+echo "commit $(git rev-parse HEAD) (expected $COMMIT)"; git status --short | head -5
+
+stage "every method on the GPU against the CPU (float64)"
+timeout 150 python3 -m pytest -q -p no:cacheprovider tests/implementations/test_cross_backend.py \
+    -k "test_gpu_equals_cpu and (torch or [crf-jax] or [crf-scan-jax] or [bcrf-jax] or [meanfield-jax])" 2>&1 \
+    | tail -15
+
+stage "Tables 2-3: a training step per loss and decoding per decoder, on CUDA"
+for dataset in ud-pos-nl ud-seg-zh ud-pos-en; do
+    [ "$(left)" -lt 300 ] && { echo "skip $dataset: too little time left"; continue; }
+    run_dir="results/gpu/$MACHINE/timing/$dataset/L0"
+    mkdir -p "$run_dir"
+    CRFBENCH_DATA="$DIR/data" timeout 90 python3 -m crfbench time \
+        --config "$DIR/runs/$dataset/timing-settings.json" --set device=cuda --run-dir "$run_dir" \
+        --losses crf bcrf meanfield unstructured \
+        --decoders viterbi bcrf-5 bcrf-10 meanfield-5 meanfield-10 argmax argmax-repair \
+        --batches 5 --rounds 7 --warmup 1 --weights "$DIR/runs/$dataset" --no-progress 2>&1 | tail -3
+    pack
+done
+
+stage "asv on the GPU"
+python3 -m asv machine --machine "$MACHINE" --yes > /dev/null
+# One asv invocation per chunk (asv saves a run's results only when it ends): each a class, a
+# backend, methods and lengths; the largest lengths and the paper's comparison first.
+asv_run() {  # asv_run REGEX [JAX_PLATFORMS]
+    [ "$(left)" -lt 70 ] && { echo "skip $1: too little time left"; return; }
+    echo "--- $1 ---"
+    JAX_PLATFORMS=${2:-} timeout $(($(left) - 10)) python3 -m asv run --python=same \
+        --set-commit-hash "$COMMIT" --machine "$MACHINE" --bench "$1" >> "$OUT/asv.log" 2>&1
+    echo "asv exit $?; $(grep -c ' ok$' "$OUT/asv.log") ok, $(grep -c 'failed' "$OUT/asv.log") failed so far"
+    pack
+}
+chunk() {  # chunk BACKEND CLASS_REGEX METHOD_REGEX LENGTH_REGEX [JAX_PLATFORMS]
+    asv_run "^bench_inference\.($2)\.time_[a-z_]+\('$1', '($3)', ($4), [0-9]+, [0-9]+, 'gpu'\)$" "${5:-}"
+}
+export CRFBENCH_ASV_PROFILE=regular
+PAPER='crf|bcrf-10'
+chunk torch Marginals "$PAPER" '1024|256' cpu
+chunk torch LossAndGrad "$PAPER" '1024|256' cpu
+chunk torch Decode "$PAPER" '1024|256' cpu
+chunk jax Marginals "$PAPER" '1024|256'
+chunk jax LossAndGrad "$PAPER" '1024|256'
+asv_run "^bench_roofline\.(MemoryBandwidth\.\w+\('(torch|jax)', 'gpu'\)|IBPBandwidth\.\w+\('(torch|jax)', 'gpu', 256, 128, 8\))$"
+chunk torch Marginals "$PAPER" '64|16' cpu
+chunk torch LossAndGrad "$PAPER" '64|16' cpu
+chunk torch Decode "$PAPER" '64|16' cpu
+chunk jax Marginals "$PAPER" '64|16'
+chunk jax LossAndGrad "$PAPER" '64|16'
+chunk torch 'Marginals|LossAndGrad' 'crf-scan|meanfield-10' '1024|256|64|16' cpu
+chunk jax 'Marginals|LossAndGrad' 'crf-scan|meanfield-10' '1024|256|64|16'
+stage "done"
+pack
+ls -la "$OUT"
