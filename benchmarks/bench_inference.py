@@ -10,7 +10,18 @@ from __future__ import annotations
 
 import torch
 
-from .common import DEVICES, GRID, VARIANTS, jax, operation, random_scores, skip_unless_fits, use_device
+from .common import (
+    DEVICES,
+    GRID,
+    OPERATIONS,
+    VARIANTS,
+    OperatorCount,
+    jax,
+    operation,
+    random_scores,
+    skip_unless_fits,
+    use_device,
+)
 
 BACKENDS = ("torch", "jax")
 
@@ -59,6 +70,29 @@ class LossAndGrad(_Scaling):
 
     def peakmem_loss_and_grad(self, *params) -> None:
         self.call()
+
+
+class Operators:
+    """Torch operators dispatched by one call at B=8, T=8 (:class:`OperatorCount`): on a GPU, the
+    kernel launches that bound a step over short sequences. Counted on the CPU, so the same on every
+    machine; the count grows with N for the sequential forward algorithm and not for IBP's or mean
+    field's fixed iterations, which is where their GPU crossover comes from."""
+
+    params = (tuple(VARIANTS), GRID.lengths, OPERATIONS)
+    param_names = ("method", "N", "operation")
+    unit = "operators"
+    timeout = 600.0
+
+    def setup(self, method: str, length: int, name: str) -> None:
+        use_device("torch", "cpu")
+        skip_unless_fits(method, "cpu", 8, length, 8)
+        self.call = operation("torch", method, name, random_scores("torch", "cpu", 8, length, 8))
+        self.call()
+
+    def track_dispatched_operators(self, method: str, length: int, name: str) -> int:
+        with OperatorCount() as count:
+            self.call()
+        return count.operators
 
 
 class GpuMemory:

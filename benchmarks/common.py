@@ -23,6 +23,7 @@ from typing import Any, NamedTuple  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 import implementations  # noqa: E402
 from crfbench.environment import set_threads  # noqa: E402
@@ -242,3 +243,19 @@ def _torch_operation(
         return result
 
     return call
+
+
+class OperatorCount(TorchDispatchMode):
+    """Counts the torch operators dispatched inside a ``with`` block, the backward pass's included.
+
+    On a GPU each operator launches one kernel or more, and a step over small arrays costs about
+    its launches (a few microseconds each) rather than its arithmetic or traffic: the count is the
+    device-independent part of a GPU step's time."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.operators = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.operators += 1
+        return func(*args, **(kwargs or {}))

@@ -12,7 +12,8 @@
 #   runs/<dataset>/            the reference run's first-seed CRF model (results/runs/<d>/L0/crf/0)
 #                              and its timing job's settings.json (as timing-settings.json)
 # and writes to OUT (default ./gpu-out). Usage: benchmarks/gpu_session.sh MACHINE BUDGET_SECONDS COMMIT
-# (COMMIT: the commit whose tree this is, as asv records it).
+# (COMMIT: the commit whose tree this is, as asv records it). STAGES (default "check timing asv")
+# picks the stages to run.
 set -uo pipefail
 MACHINE=${1:?machine name, e.g. nvidia-h200}
 BUDGET=${2:?wall-clock seconds}
@@ -44,13 +45,14 @@ if [ "$(git rev-parse HEAD 2>/dev/null)" != "$COMMIT" ]; then
 fi
 echo "commit $(git rev-parse HEAD) (expected $COMMIT)"; git status --short | head -5
 
-stage "every method on the GPU against the CPU (float64)"
-timeout 150 python3 -m pytest -q -p no:cacheprovider tests/implementations/test_cross_backend.py \
+STAGES=${STAGES:-check timing asv}
+[[ $STAGES == *check* ]] && stage "every method on the GPU against the CPU (float64)" && timeout 150 python3 -m pytest -q -p no:cacheprovider tests/implementations/test_cross_backend.py \
     -k "test_gpu_equals_cpu and (torch or [crf-jax] or [crf-scan-jax] or [bcrf-jax] or [meanfield-jax])" 2>&1 \
     | tail -15
 
-stage "Tables 2-3: a training step per loss and decoding per decoder, on CUDA"
+[[ $STAGES == *timing* ]] && stage "Tables 2-3: a training step per loss and decoding per decoder, on CUDA"
 for dataset in ud-pos-nl ud-seg-zh ud-pos-en; do
+    [[ $STAGES == *timing* ]] || break
     [ "$(left)" -lt 300 ] && { echo "skip $dataset: too little time left"; continue; }
     run_dir="results/gpu/$MACHINE/timing/$dataset/L0"
     mkdir -p "$run_dir"
@@ -62,6 +64,7 @@ for dataset in ud-pos-nl ud-seg-zh ud-pos-en; do
     pack
 done
 
+[[ $STAGES == *asv* ]] || { pack; exit 0; }
 stage "asv on the GPU"
 python3 -m asv machine --machine "$MACHINE" --yes > /dev/null
 # One asv invocation per chunk (asv saves a run's results only when it ends): each a class, a

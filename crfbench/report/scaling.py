@@ -356,28 +356,69 @@ def peers_table(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def operators_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Torch operators dispatched per call at B=8, T=8 (asv's ``track_dispatched_operators``), per
+    machine, method and operation, one column per N: on a GPU, the kernel launches that bound a step
+    over short sequences."""
+    rows = frame[frame["name"] == "track_dispatched_operators"]
+    if rows.empty:
+        return pd.DataFrame()
+    table = rows.pivot_table(
+        index=["machine", "method", "operation"], columns="N", values="value", aggfunc="first"
+    )
+    order = {method: rank for rank, method in enumerate(_ordered(rows["method"].unique()))}
+    table = table.reindex(sorted(table.index, key=lambda key: (key[0], order[key[1]], key[2])))
+    table.columns = [f"N={int(n)}" for n in table.columns]
+    return table.round().astype("Int64").reset_index()
+
+
+#: The operations whose crossover the scaling report shows, by asv benchmark name.
+CROSSOVER_OPERATIONS = {"time_marginals": "marginals", "time_loss_and_grad": "loss + gradient"}
+
+
+def _overtakes(group: pd.DataFrame, method: str) -> str | None:
+    """The first N of ``group``'s grid from which ``method`` is faster than sequential ``crf`` at
+    every larger N measured: ``"≤ N"`` when it is already faster at the smallest N measured (the
+    crossover lies at or below it), ``"none"`` when never; None when one of the two is missing."""
+    pivot = group.pivot_table(index="N", columns="method", values="value").sort_index()
+    if BASELINE not in pivot or method not in pivot:
+        return None
+    both = pivot[[BASELINE, method]].dropna()
+    faster = (both[method] < both[BASELINE]).to_numpy()
+    first = next((k for k in range(len(faster)) if faster[k:].all()), None)
+    if first is None:
+        return "none"
+    return f"≤ {int(both.index[0])}" if first == 0 else str(int(both.index[first]))
+
+
 def crossover_table(frame: pd.DataFrame, method: str = "bcrf-10") -> pd.DataFrame:
-    """Per machine, device, backend and T: the smallest N of the grid from which ``method``'s marginals
-    are faster than sequential ``crf``'s at every larger N measured ("none" when never)."""
-    rows = timings(frame, "time_marginals")
+    """Per machine, device, backend and T: for marginals and for the loss with its gradient, the
+    smallest N of the grid from which ``method`` is faster than sequential ``crf`` at every larger
+    N measured (:func:`_overtakes`), beside the lengths measured."""
+    cells: dict[tuple, dict[str, object]] = {}
+    for name, label in CROSSOVER_OPERATIONS.items():
+        rows = timings(frame, name)
+        for keys, group in rows.groupby(["machine", "device", "backend", "T"], sort=True):
+            overtakes = _overtakes(group, method)
+            if overtakes is None:
+                continue
+            cell = cells.setdefault(keys, {"lengths": set()})
+            cell["lengths"] |= set(group["N"].astype(int))
+            cell[f"{label}: {method} faster from N"] = overtakes
     out = []
-    for keys, group in rows.groupby(["machine", "device", "backend", "T"], sort=True):
-        pivot = group.pivot_table(index="N", columns="method", values="value").sort_index()
-        if BASELINE not in pivot or method not in pivot:
-            continue
-        both = pivot[[BASELINE, method]].dropna()
-        faster = (both[method] < both[BASELINE]).to_numpy()
-        # the first N after which the method stays faster
-        overtakes = next((n for k, n in enumerate(both.index) if faster[k:].all()), None)
-        machine, device, backend, num_tags = keys
+    for (machine, device, backend, num_tags), cell in sorted(cells.items()):
+        lengths = cell.pop("lengths")
         out.append(
             {
                 "machine": machine,
                 "device": device,
                 "backend": backend,
                 "T": int(num_tags),
-                "N measured": f"{int(both.index.min())}–{int(both.index.max())}",
-                f"{method} faster from N": "none" if overtakes is None else int(overtakes),
+                "N measured": f"{min(lengths)}–{max(lengths)}",
+                **{
+                    f"{label}: {method} faster from N": cell.get(f"{label}: {method} faster from N", "—")
+                    for label in CROSSOVER_OPERATIONS.values()
+                },
             }
         )
     return pd.DataFrame(out)
@@ -394,6 +435,10 @@ def summary_tables(frame: pd.DataFrame) -> dict[str, tuple[str, pd.DataFrame]]:
             "Exact CRF loss + gradient at B=64, N=50, T=17 against PyTorch CRF libraries",
             peers_table(frame),
         ),
-        "scaling-crossover": ("Where BCRF-10 marginals overtake sequential forward", crossover_table(frame)),
+        "scaling-crossover": ("Where BCRF-10 overtakes sequential forward", crossover_table(frame)),
+        "scaling-operators": (
+            "Torch operators dispatched per call (B=8, T=8): a GPU step's kernel launches",
+            operators_table(frame),
+        ),
     }
     return {stem: (title, table) for stem, (title, table) in tables.items() if not table.empty}

@@ -162,3 +162,21 @@ def test_asv_check_passes():
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "No problems found" in done.stdout
+
+
+def _operators(variant: str, name: str, length: int) -> int:
+    call = common.operation("torch", variant, name, common.random_scores("torch", "cpu", 2, length, 3))
+    call()
+    with common.OperatorCount() as count:
+        call()
+    return count.operators
+
+
+@pytest.mark.parametrize("name", common.OPERATIONS)
+def test_operators_grow_with_n_for_the_forward_algorithm_alone(name):
+    """The sequential forward algorithm dispatches the same number of operators per position (a
+    count linear in N, backward pass included); IBP's fixed iterations dispatch as many at every N."""
+    crf = [_operators("crf", name, length) for length in (8, 16, 24)]
+    assert crf[1] - crf[0] == crf[2] - crf[1] > 0
+    bcrf = {_operators("bcrf-10", name, length) for length in (8, 16, 24)}
+    assert len(bcrf) == 1 and bcrf.pop() > 10 * 2  # two half-steps per iteration, an operator or more each

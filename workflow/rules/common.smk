@@ -140,6 +140,13 @@ def asv_result_files():
     return sorted(str(path) for path in Path(ASV_RESULTS).glob("*/*.json"))
 
 
+def device_timing_files():
+    """Timing tables measured on a lent GPU and committed (results/gpu/<machine>/timing/<dataset>/
+    <encoder>/timing.csv, written by benchmarks/gpu_session.sh): joined to this run's timing table
+    so that Tables 2-3 and the claim ledger show them beside the CPU rows."""
+    return sorted(str(path) for path in Path(RESULTS).glob("gpu/*/timing/*/*/timing.csv"))
+
+
 RUN_DIR = f"{RESULTS}/runs/{{dataset}}/{{encoder}}/{{loss}}/{{seed}}"
 TIMING_DIR = f"{RESULTS}/timing/{{dataset}}/{{encoder}}"
 

@@ -41,7 +41,8 @@ rule aggregate_curves:
 
 rule aggregate_timing:
     input:
-        [os.path.join(TIMING_DIR.format(dataset=d, encoder=e), "timing.csv") for _, d, e in timed()],
+        [os.path.join(TIMING_DIR.format(dataset=d, encoder=e), "timing.csv") for _, d, e in timed()]
+        + device_timing_files(),
     output:
         f"{RESULTS}/timing.csv",
     params:

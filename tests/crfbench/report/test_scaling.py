@@ -13,6 +13,7 @@ from crfbench.report.scaling import (
     BETHE_ROWS,
     SOLVER_ROWS,
     crossover_table,
+    operators_table,
     peers_table,
     roofline_table,
     scaling_figures,
@@ -54,18 +55,33 @@ def test_speedup_is_the_baseline_time_over_the_method_time():
 @pytest.mark.parametrize(
     ("bcrf", "expected"),
     [
-        ([2.0, 1.5, 0.5, 0.4], 256),  # faster from 256 on
-        ([0.5, 1.5, 0.5, 0.4], 256),  # faster at 16, slower at 64: it overtakes for good at 256
-        ([0.5, 0.5, 0.5, 0.5], 16),
-        ([2.0, 2.0, 2.0, 0.9], 1024),
+        ([2.0, 1.5, 0.5, 0.4], "256"),  # faster from 256 on
+        ([0.5, 1.5, 0.5, 0.4], "256"),  # faster at 16, slower at 64: it overtakes for good at 256
+        ([0.5, 0.5, 0.5, 0.5], "≤ 16"),  # already faster at the smallest N measured
+        ([2.0, 2.0, 2.0, 0.9], "1024"),
         ([2.0, 2.0, 2.0, 2.0], "none"),
     ],
 )
 def test_crossover_is_the_first_n_from_which_bcrf_stays_faster(bcrf, expected):
     frame = _frame(_marginals({"crf": [1.0, 1.0, 1.0, 1.0], "bcrf-10": bcrf}))
     table = crossover_table(frame)
-    assert table["bcrf-10 faster from N"].tolist() == [expected]
+    assert table["marginals: bcrf-10 faster from N"].tolist() == [expected]
+    assert table["loss + gradient: bcrf-10 faster from N"].tolist() == ["—"]  # not measured
     assert table["N measured"].tolist() == ["16–1024"]
+
+
+def test_crossover_of_the_loss_beside_that_of_marginals_on_a_partial_grid():
+    """A GPU run that measured only N = 256 and 1024: the crossover is at or below 256."""
+    marginals = _marginals({"crf": [3.0, 9.0], "bcrf-10": [1.0, 1.0]}, lengths=(256, 1024), backend="torch")
+    loss = [
+        _row("time_loss_and_grad", value, backend="torch", method=method, N=n, T=8, B=8)
+        for method, values in {"crf": [1.0, 9.0], "bcrf-10": [2.0, 1.0]}.items()
+        for n, value in zip((256, 1024), values, strict=True)
+    ]
+    row = crossover_table(_frame(marginals + loss)).iloc[0]
+    assert row["N measured"] == "256–1024"
+    assert row["marginals: bcrf-10 faster from N"] == "≤ 256"
+    assert row["loss + gradient: bcrf-10 faster from N"] == "1024"
 
 
 def test_roofline_reads_the_largest_point_against_the_faster_streaming_backend():
@@ -165,8 +181,8 @@ def test_the_report_shows_the_scaling_section(tmp_path):
     assert "hatched grey &quot;n/m&quot;: not measured" in page  # a caption says what each mark is
     assert "so there is no error bar or interval" in page
     readme = (out / "README.md").read_text()
-    assert "### Where BCRF-10 marginals overtake sequential forward" in readme
-    assert "| box | cpu | torch | 8 | 16–64 | 16 |" in readme
+    assert "### Where BCRF-10 overtakes sequential forward" in readme
+    assert "| box | cpu | torch | 8 | 16–64 | ≤ 16 | ≤ 16 |" in readme
 
 
 def test_without_scaling_results_the_report_says_so(tmp_path):
@@ -188,3 +204,16 @@ def test_each_batch_size_gets_its_own_figures(tmp_path):
         "scaling-time-box-cpu-B64-marginals.png",
         "scaling-time-box-cpu-B8-marginals.png",
     ]
+
+
+def test_operators_table_has_one_column_per_length_in_method_order():
+    rows = [
+        _row("track_dispatched_operators", count, method=method, operation="marginals", N=n, device=None)
+        for method, counts in {"bcrf-10": (90, 90), "crf": (40, 130)}.items()
+        for n, count in zip((16, 64), counts, strict=True)
+    ]
+    table = operators_table(_frame(rows))
+    assert table.columns.tolist() == ["machine", "method", "operation", "N=16", "N=64"]
+    assert table["method"].tolist() == ["crf", "bcrf-10"]  # the report's method order
+    assert table["N=64"].tolist() == [130, 90]
+    assert operators_table(_frame([])).empty
