@@ -246,16 +246,23 @@ def _torch_operation(
 
 
 class OperatorCount(TorchDispatchMode):
-    """Counts the torch operators dispatched inside a ``with`` block, the backward pass's included.
+    """Counts, inside a ``with`` block (the backward pass's included), the torch operators that
+    compute (``operators``: views, which launch nothing, left out) and the host synchronisations
+    (``syncs``: a tensor's value read by Python, e.g. ``float(x)``).
 
-    On a GPU each operator launches one kernel or more, and a step over small arrays costs about
-    its launches (a few microseconds each) rather than its arithmetic or traffic: the count is the
-    device-independent part of a GPU step's time."""
+    On a GPU each computing operator launches one kernel or more, and a step over small arrays
+    costs about its launches (a few microseconds each) rather than its arithmetic or traffic; a
+    synchronisation also drains the queue of launched kernels, so the host waits for the device
+    and the next launches are not overlapped with it. Both counts are the device-independent part
+    of a GPU step's time."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.operators = 0
+        self.operators = self.syncs = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.operators += 1
+        if func is torch.ops.aten._local_scalar_dense.default:
+            self.syncs += 1
+        elif not func.is_view:
+            self.operators += 1
         return func(*args, **(kwargs or {}))

@@ -67,11 +67,14 @@ done
 [[ $STAGES == *asv* ]] || { pack; exit 0; }
 stage "asv on the GPU"
 python3 -m asv machine --machine "$MACHINE" --yes > /dev/null
-# One asv invocation per chunk (asv saves a run's results only when it ends): each a class, a
-# backend, methods and lengths; the largest lengths and the paper's comparison first.
+# One asv invocation per chunk (asv saves a run's results only when it ends, and a chunk cut off by
+# the budget is lost): each a class, a backend, methods and one length, the largest lengths and the
+# paper's comparison first. Measured on an H200 (2026-11-26): a torch chunk of 16 combinations takes
+# about a minute; JAX compiles every combination afresh in its own process, and 16 of them did not
+# finish in 300 s, hence one length per chunk.
 asv_run() {  # asv_run REGEX [JAX_PLATFORMS]
     [ "$(left)" -lt 70 ] && { echo "skip $1: too little time left"; return; }
-    echo "--- $1 ---"
+    echo "--- $1 ($(left) s left) ---"
     JAX_PLATFORMS=${2:-} timeout $(($(left) - 10)) python3 -m asv run --python=same \
         --set-commit-hash "$COMMIT" --machine "$MACHINE" --bench "$1" >> "$OUT/asv.log" 2>&1
     echo "asv exit $?; $(grep -c ' ok$' "$OUT/asv.log") ok, $(grep -c 'failed' "$OUT/asv.log") failed so far"
@@ -82,19 +85,18 @@ chunk() {  # chunk BACKEND CLASS_REGEX METHOD_REGEX LENGTH_REGEX [JAX_PLATFORMS]
 }
 export CRFBENCH_ASV_PROFILE=regular
 PAPER='crf|bcrf-10'
-chunk torch Marginals "$PAPER" '1024|256' cpu
-chunk torch LossAndGrad "$PAPER" '1024|256' cpu
-chunk torch Decode "$PAPER" '1024|256' cpu
-chunk jax Marginals "$PAPER" '1024|256'
-chunk jax LossAndGrad "$PAPER" '1024|256'
-asv_run "^bench_roofline\.(MemoryBandwidth\.\w+\('(torch|jax)', 'gpu'\)|IBPBandwidth\.\w+\('(torch|jax)', 'gpu', 256, 128, 8\))$"
-chunk torch Marginals "$PAPER" '64|16' cpu
-chunk torch LossAndGrad "$PAPER" '64|16' cpu
-chunk torch Decode "$PAPER" '64|16' cpu
-chunk jax Marginals "$PAPER" '64|16'
-chunk jax LossAndGrad "$PAPER" '64|16'
+for length in 1024 256 64 16; do
+    for class in Marginals LossAndGrad Decode; do
+        chunk torch "$class" "$PAPER" "$length" cpu
+    done
+    [ "$length" = 1024 ] && asv_run "^bench_roofline\.(MemoryBandwidth\.\w+\('(torch|jax)', 'gpu'\)|IBPBandwidth\.\w+\('(torch|jax)', 'gpu', 256, 128, 8\))$"
+done
+for length in 1024 256 64 16; do
+    for class in Marginals LossAndGrad; do
+        chunk jax "$class" "$PAPER" "$length"
+    done
+done
 chunk torch 'Marginals|LossAndGrad' 'crf-scan|meanfield-10' '1024|256|64|16' cpu
-chunk jax 'Marginals|LossAndGrad' 'crf-scan|meanfield-10' '1024|256|64|16'
 stage "done"
 pack
 ls -la "$OUT"

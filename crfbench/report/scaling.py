@@ -357,19 +357,24 @@ def peers_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def operators_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Torch operators dispatched per call at B=8, T=8 (asv's ``track_dispatched_operators``), per
-    machine, method and operation, one column per N: on a GPU, the kernel launches that bound a step
-    over short sequences."""
-    rows = frame[frame["name"] == "track_dispatched_operators"]
-    if rows.empty:
+    """Torch operators that compute per call at B=8, T=8 (asv's ``Operators``), with the host
+    synchronisations in brackets where there are any, per machine, method and operation, one
+    column per N: on a GPU, the kernel launches and queue drains that bound a short sequence."""
+    counts = frame[frame["name"].isin(["track_operators", "track_host_syncs"])]
+    if counts.empty:
         return pd.DataFrame()
-    table = rows.pivot_table(
-        index=["machine", "method", "operation"], columns="N", values="value", aggfunc="first"
-    )
-    order = {method: rank for rank, method in enumerate(_ordered(rows["method"].unique()))}
+    table = counts.pivot_table(
+        index=["machine", "method", "operation", "N"], columns="name", values="value", aggfunc="first"
+    ).dropna()
+    cells = [
+        f"{int(ops)}" + (f" ({int(syncs)} syncs)" if syncs else "")
+        for ops, syncs in zip(table["track_operators"], table["track_host_syncs"], strict=True)
+    ]
+    table = pd.Series(cells, index=table.index).unstack("N")
+    order = {method: rank for rank, method in enumerate(_ordered(counts["method"].unique()))}
     table = table.reindex(sorted(table.index, key=lambda key: (key[0], order[key[1]], key[2])))
     table.columns = [f"N={int(n)}" for n in table.columns]
-    return table.round().astype("Int64").reset_index()
+    return table.fillna("—").reset_index()
 
 
 #: The operations whose crossover the scaling report shows, by asv benchmark name.
@@ -437,7 +442,7 @@ def summary_tables(frame: pd.DataFrame) -> dict[str, tuple[str, pd.DataFrame]]:
         ),
         "scaling-crossover": ("Where BCRF-10 overtakes sequential forward", crossover_table(frame)),
         "scaling-operators": (
-            "Torch operators dispatched per call (B=8, T=8): a GPU step's kernel launches",
+            "Torch operators (host synchronisations) per call, B=8, T=8: a GPU step's kernel launches",
             operators_table(frame),
         ),
     }

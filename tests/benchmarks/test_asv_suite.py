@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from benchmarks import common
 
@@ -164,19 +165,30 @@ def test_asv_check_passes():
     assert "No problems found" in done.stdout
 
 
-def _operators(variant: str, name: str, length: int) -> int:
+def _counts(variant: str, name: str, length: int) -> tuple[int, int]:
     call = common.operation("torch", variant, name, common.random_scores("torch", "cpu", 2, length, 3))
     call()
     with common.OperatorCount() as count:
         call()
-    return count.operators
+    return count.operators, count.syncs
 
 
 @pytest.mark.parametrize("name", common.OPERATIONS)
 def test_operators_grow_with_n_for_the_forward_algorithm_alone(name):
-    """The sequential forward algorithm dispatches the same number of operators per position (a
-    count linear in N, backward pass included); IBP's fixed iterations dispatch as many at every N."""
-    crf = [_operators("crf", name, length) for length in (8, 16, 24)]
-    assert crf[1] - crf[0] == crf[2] - crf[1] > 0
-    bcrf = {_operators("bcrf-10", name, length) for length in (8, 16, 24)}
+    """The sequential forward algorithm runs the same operators at every position (a count linear
+    in N, backward pass included) and never reads a value back; IBP's fixed iterations run as many
+    at every N."""
+    crf = [_counts("crf", name, length) for length in (8, 16, 24)]
+    operators = [count for count, _ in crf]
+    assert operators[1] - operators[0] == operators[2] - operators[1] > 0
+    assert all(syncs == 0 for _, syncs in crf)
+    bcrf = {_counts("bcrf-10", name, length)[0] for length in (8, 16, 24)}
     assert len(bcrf) == 1 and bcrf.pop() > 10 * 2  # two half-steps per iteration, an operator or more each
+
+
+def test_views_are_not_counted_and_a_read_back_is_a_sync():
+    x = torch.ones(4, 3)
+    with common.OperatorCount() as count:
+        y = x[1:].unsqueeze(0).transpose(1, 2)  # views: nothing computed
+        total = float((y * 2).sum())
+    assert (count.operators, count.syncs, total) == (2, 1, 18.0)

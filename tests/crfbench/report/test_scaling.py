@@ -208,12 +208,13 @@ def test_each_batch_size_gets_its_own_figures(tmp_path):
 
 def test_operators_table_has_one_column_per_length_in_method_order():
     rows = [
-        _row("track_dispatched_operators", count, method=method, operation="marginals", N=n, device=None)
-        for method, counts in {"bcrf-10": (90, 90), "crf": (40, 130)}.items()
-        for n, count in zip((16, 64), counts, strict=True)
+        _row(name, count, method=method, operation="marginals", N=n, device=None)
+        for method, counts, syncs in (("bcrf-10", (90, 90), (20, 20)), ("crf", (40, 130), (0, 0)))
+        for n, count, sync in zip((16, 64), counts, syncs, strict=True)
+        for name, count in (("track_operators", count), ("track_host_syncs", sync))
     ]
     table = operators_table(_frame(rows))
     assert table.columns.tolist() == ["machine", "method", "operation", "N=16", "N=64"]
     assert table["method"].tolist() == ["crf", "bcrf-10"]  # the report's method order
-    assert table["N=64"].tolist() == [130, 90]
+    assert table["N=64"].tolist() == ["130", "90 (20 syncs)"]
     assert operators_table(_frame([])).empty
