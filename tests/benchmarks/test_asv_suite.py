@@ -125,7 +125,8 @@ def test_every_benchmark_runs_at_the_smallest_point(cls):
             instance.params = tuple((value,) for value in point)
             params = (instance.setup_cache(), *point)
         try:
-            instance.setup(*params)
+            if hasattr(instance, "setup"):  # a class with setup_cache alone may have none
+                instance.setup(*params)
         except NotImplementedError:  # no GPU, a missing optional library
             continue
         for body in bodies:
