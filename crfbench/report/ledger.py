@@ -689,7 +689,9 @@ def _speed_status(spec: SpeedClaim, gpu: bool, timing: pd.DataFrame) -> dict[str
     if ratios.empty:
         return _status("", 0, NOT_TESTABLE, "no timing runs in this profile")
     verdicts = [REPRODUCED if ratio > 1 else NOT_REPRODUCED for ratio in ratios]
-    return _status(_range(ratios, "x{:.2f}"), len(ratios), overall_verdict(verdicts))
+    names = cuda["device_name"] if "device_name" in cuda else cuda["device"]  # the GPU's name, where recorded
+    where = ", ".join(sorted(set(names.astype(str)))) + " " if gpu else ""
+    return _status(where + _range(ratios, "x{:.2f}"), len(ratios), overall_verdict(verdicts))
 
 
 def _no_cell_reason(spec: Claim) -> str:

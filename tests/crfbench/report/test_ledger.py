@@ -265,7 +265,11 @@ def test_gpu_speed_claims_are_judged_on_cuda_timings():
     claims = _claims(("bcrf-9", "bcrf", "speed-gpu"))
     timing = pd.concat([_timing("cpu", crf=1.0, bcrf=2.0), _timing("cuda:0", crf=3.0, bcrf=1.0)])
     row = claim_ledger(claims, NO_SENTENCES, timing, TASKS)[0].iloc[0]
-    assert (row["our_range"], row["verdict"], row["reason"]) == ("x3.00", REPRODUCED, "")
+    assert (row["our_range"], row["verdict"], row["reason"]) == ("cuda:0 x3.00", REPRODUCED, "")
+    # the GPU named where the timing table records it
+    named = timing.assign(device_name=timing["device"].map({"cpu": "AMD EPYC", "cuda:0": "NVIDIA H200"}))
+    row = claim_ledger(claims, NO_SENTENCES, named, TASKS)[0].iloc[0]
+    assert (row["our_range"], row["verdict"]) == ("NVIDIA H200 x3.00", REPRODUCED)
 
 
 @pytest.mark.parametrize(
