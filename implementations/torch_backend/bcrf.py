@@ -17,7 +17,10 @@ matrix where they are shared. A projection is then two matrix products (one GEMM
 batch for a shared kernel) and an O(N T) update of the scalings; the loss's value and gradient are
 read off the scalings and the flows, so with shared transitions no (B, N-1, T, T) array is ever
 written. A flow the linear products cannot vouch for (a product under ``e^{F/2}``) is recomputed
-in log space from its arcs, so every flow the projection sees is exact to rounding.
+in log space from its arcs, so every flow the projection sees is exact to rounding. The public
+functions read those tests back once, after the run, rather than once per projection (on a GPU
+each read-back drains the queue of launched kernels): if one failed, the function runs again with
+each projection tested in place, so the result is the same either way.
 
 Lengths 1 and 2 have no inner cluster: length 1 is a softmax over tags, length 2 a softmax over
 tag pairs (every arc group is normalised before the first projection, which leaves the iterates
@@ -29,7 +32,8 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable
-from functools import cache, partial
+from contextvars import ContextVar
+from functools import cache, partial, wraps
 from typing import Any, NamedTuple
 
 import torch
@@ -287,20 +291,58 @@ class _Request(NamedTuple):
     unused: Tensor
 
 
+#: While a list, :func:`_flows` defers its exactness test: it appends the smallest product each
+#: request reads instead of reading it back (a host synchronisation, which on a GPU drains the
+#: queue of launched kernels), and :func:`_tested_once` reads them all back at once.
+_deferred_minima: ContextVar[list[Tensor] | None] = ContextVar("bcrf_deferred_minima", default=None)
+
+
+def _smallest(minima: list[Tensor]) -> tuple[Tensor, float]:
+    """The smallest read products (0-d each), stacked, and ``e^{F/2}``: a product above it is
+    exact to rounding in linear space."""
+    return torch.stack(minima), math.exp(_floor(minima[0].dtype) / 2)
+
+
+def _tested_once(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` with the exactness tests of :func:`_flows` deferred and read back together,
+    one host synchronisation instead of one or two per projection. Where one fails, ``function``
+    runs again with every test in place, which recomputes just the flows that need it: the result
+    is the one without deferral either way."""
+
+    @wraps(function)
+    def tested(*args: Any, **kwargs: Any) -> Any:
+        minima: list[Tensor] = []
+        token = _deferred_minima.set(minima)
+        try:
+            result = function(*args, **kwargs)
+        finally:
+            _deferred_minima.reset(token)
+        if not minima:
+            return result
+        smallest, half = _smallest(minima)
+        # a NaN (flows gone wrong after an unvouched product) also runs the tests in place
+        return result if bool((smallest > half).all()) else function(*args, **kwargs)
+
+    return tested
+
+
 def _flows(kernel: _Kernel, *requests: _Request) -> tuple[Tensor, ...]:
     """The log flows (B, P, T) of each request.
 
     One product in linear space per request, stabilised by each vector's largest entry. Every
     kernel entry and every ``e^{x − max}`` is at most 1 and a term lost to underflow is under
     ``e^F``, so a product above ``e^{F/2}`` is exact to rounding; if some product that is read is
-    not, every request's flows are recomputed in log space from the arcs (:func:`_exact_flows`)."""
+    not, every request's flows are recomputed in log space from the arcs (:func:`_exact_flows`).
+    Under :func:`_tested_once` the test is deferred and the linear-space flows returned."""
     products = [_product(*kernel.parities[r.parity], r.x.linear, r.into) for r in requests]
-    half = math.exp(_floor(products[0].dtype) / 2)
-    if any(
-        p.numel() and float((p + r.unused).detach().amin()) <= half
-        for p, r in zip(products, requests, strict=True)
-    ):
-        return tuple(_exact_flows(kernel, r.parity, r.x.log, r.into) for r in requests)
+    minima = [(p + r.unused).detach().amin() for p, r in zip(products, requests, strict=True) if p.numel()]
+    deferred = _deferred_minima.get()
+    if deferred is not None:
+        deferred.extend(minima)
+    elif minima:
+        smallest, half = _smallest(minima)
+        if bool((smallest <= half).any()):
+            return tuple(_exact_flows(kernel, r.parity, r.x.log, r.into) for r in requests)
     return tuple(r.x.shift + _safe_log(p) for p, r in zip(products, requests, strict=True))
 
 
@@ -669,6 +711,7 @@ def _scaled_value(
     return temperature * ibp.solution(state).value
 
 
+@_tested_once
 def marginals(
     emissions, transitions, lengths, start, end, *, iterations, temperature, order, tolerance, form
 ):
@@ -685,6 +728,7 @@ def decode(emissions, transitions, lengths, start, end, **options):
     return argmax_tags(marginals(emissions, transitions, lengths, start, end, **options)[0], lengths)
 
 
+@_tested_once
 def log_partition(
     emissions, transitions, lengths, start, end, *, iterations, temperature, order, tolerance, form
 ):
@@ -694,6 +738,7 @@ def log_partition(
     return ibp.solution(state).value
 
 
+@_tested_once
 def solve(emissions, transitions, lengths, start, end, *, iterations, temperature, order, tolerance, form):
     """The IBP iterate with its value ``B_Y(w/τ)`` and its constraint violation after each
     iteration (``implementations.solver.SolverOutput``)."""
@@ -712,6 +757,7 @@ def solve(emissions, transitions, lengths, start, end, *, iterations, temperatur
     )
 
 
+@_tested_once
 def loss(emissions, transitions, lengths, tags, start, end, **options):
     """Fenchel–Young loss (B,): ``τ B_Y(w/τ) − <w, y>``, gradient ``q − y`` with ``"danskin"``.
 
@@ -726,6 +772,7 @@ def loss(emissions, transitions, lengths, tags, start, end, **options):
     return value - gold_score(emissions, transitions, lengths, tags, start, end)
 
 
+@_tested_once
 def partial_loss(emissions, transitions, lengths, allowed, start, end, **options):
     """Partial-label Fenchel–Young loss (B,): ``τ B_Y(w/τ) − τ B_Ỹ(w/τ)``, two IBP runs, the second
     with every tag that ``allowed`` (B, N, T) forbids set to -inf."""

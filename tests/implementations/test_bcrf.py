@@ -865,6 +865,42 @@ def test_fused_products_fall_back_to_eager_without_a_compiler(monkeypatch: pytes
     assert kernel._compiler_failed
 
 
+@pytest.mark.parametrize(("tau", "neg_inf", "scale"), [(1.0, 0.0, 1.0), (0.01, 0.3, 3.0)])
+def test_deferred_exactness_tests_change_nothing_and_read_back_once(
+    monkeypatch: pytest.MonkeyPatch, tau: float, neg_inf: float, scale: float
+) -> None:
+    """The public functions read the products' exactness tests back together, once after the run,
+    not once per projection; the results are bitwise those with every test in place, whether none
+    fails (τ = 1, finite scores) or some do and the function runs again (τ = 0.01, float32, -inf)."""
+    import implementations.torch_backend.bcrf as kernel
+
+    read_backs = []
+    smallest = kernel._smallest
+    monkeypatch.setattr(
+        kernel, "_smallest", lambda minima: read_backs.append(len(minima)) or smallest(minima)
+    )
+    inst = all_lengths_instance(72, 4, max_len=6, neg_inf=neg_inf, scale=scale)
+    options = {"iterations": 5, "temperature": tau}
+    deferred = _torch_solve_and_loss(inst, "float32", **options)
+    deferred_reads, read_backs[:] = list(read_backs), []
+
+    class NeverDeferred:  # a context variable that is never set: every test in place
+        def set(self, value: Any) -> None: ...
+        def get(self) -> None: ...
+        def reset(self, token: Any) -> None: ...
+
+    with monkeypatch.context() as patch:
+        patch.setattr(kernel, "_deferred_minima", NeverDeferred())
+        in_place = _torch_solve_and_loss(inst, "float32", **options)
+    for got, expected in zip(deferred, in_place, strict=True):
+        np.testing.assert_array_equal(got, expected)
+    if tau == 1.0:  # solve and two losses: one read-back each, of every projection's tests
+        assert len(deferred_reads) == 3 and len(read_backs) > 3 * 2 * 5
+        assert all(count > 2 * 5 for count in deferred_reads)
+    else:  # some failed: the functions ran again, testing each projection in place
+        assert len(deferred_reads) > 3
+
+
 def test_scaling_form_takes_its_log_space_paths(monkeypatch: pytest.MonkeyPatch) -> None:
     """The float32 instances above take the torch scaling form's log-space paths: flows recomputed
     from their arcs (a product under e^{F/2}) and the arc gradient summed in log space (a large
