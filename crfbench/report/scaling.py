@@ -367,7 +367,7 @@ def operators_table(frame: pd.DataFrame) -> pd.DataFrame:
         index=["machine", "method", "operation", "N"], columns="name", values="value", aggfunc="first"
     ).dropna()
     cells = [
-        f"{int(ops)}" + (f" ({int(syncs)} syncs)" if syncs else "")
+        f"{int(ops)}" + (f" ({int(syncs)} sync{'s' * (syncs != 1)})" if syncs else "")
         for ops, syncs in zip(table["track_operators"], table["track_host_syncs"], strict=True)
     ]
     table = pd.Series(cells, index=table.index).unstack("N")
