@@ -11,6 +11,7 @@ user error (exit status 2), not a traceback.
 from __future__ import annotations
 
 import csv
+import glob
 import gzip
 import io
 import json
@@ -96,9 +97,15 @@ def _default_mode() -> int:
 
 
 def _replace_with(path: Path, write: Callable[[Path], None]) -> None:
-    """Write through a temporary file in the same folder, then rename it onto ``path``."""
+    """Write through a temporary file in the same folder, then rename it onto ``path``.
+
+    A writer killed outright (SIGKILL, or SIGTERM's default action: no ``except`` runs) leaves its
+    temporary behind; the next write of the same file removes it, so a resumed run leaves nothing
+    half-written. Each output has one writer at a time (Snakemake's jobs own their outputs)."""
     check_output_file(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    for stale in path.parent.glob(f"{glob.escape(f'.{path.name}.')}*.tmp"):
+        stale.unlink(missing_ok=True)
     descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(descriptor)
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from crfbench.io import CorruptFileError, read_csv, save_torch, write_csv
+from crfbench.io import CorruptFileError, read_csv, save_torch, write_csv, write_json
 
 
 def test_equal_torch_payloads_give_equal_files(tmp_path: Path) -> None:
@@ -36,3 +37,15 @@ def test_compressed_tables_are_reproducible_and_read_back_checked(tmp_path: Path
     damaged.write_bytes((tmp_path / "one.csv.gz").read_bytes()[:-6])
     with pytest.raises(CorruptFileError, match="damaged.csv.gz: not a whole gzip file"):
         read_csv(damaged)
+
+
+def test_a_killed_writers_temporary_is_removed_by_the_next_write(tmp_path: Path) -> None:
+    """A writer killed mid-write leaves ``.name.<random>.tmp``; writing ``name`` again removes it,
+    and nothing else (another file's temporary, a look-alike name) is touched."""
+    stale = tmp_path / ".train.json.6bbsrqsm.tmp"
+    others = [tmp_path / ".other.json.abc.tmp", tmp_path / ".train.json.keep", tmp_path / "train.json.x.tmp"]
+    for path in (stale, *others):
+        path.write_text("half")
+    write_json(tmp_path / "train.json", {"epoch": 1})
+    assert not stale.exists() and all(path.exists() for path in others)
+    assert json.loads((tmp_path / "train.json").read_text()) == {"epoch": 1}
