@@ -17,9 +17,9 @@ from .common import (
     GRID,
     OPERATIONS,
     VARIANTS,
-    OperatorCount,
     jax,
     operation,
+    operator_counts,
     random_scores,
     skip_unless_fits,
     use_device,
@@ -87,14 +87,10 @@ class Operators:
 
     def setup_cache(self) -> dict[tuple[str, int, str], tuple[int, int]]:
         use_device("torch", "cpu")
-        counts = {}
-        for method, length, name in itertools.product(*self.params):
-            call = operation("torch", method, name, random_scores("torch", "cpu", 8, length, 8))
-            call()
-            with OperatorCount() as count:
-                call()
-            counts[method, length, name] = (count.operators, count.syncs)
-        return counts
+        return {
+            (method, length, name): operator_counts(method, name, random_scores("torch", "cpu", 8, length, 8))
+            for method, length, name in itertools.product(*self.params)
+        }
 
     def track_operators(self, counts, method: str, length: int, name: str) -> int:
         return counts[method, length, name][0]

@@ -26,7 +26,7 @@ import torch  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 import implementations  # noqa: E402
-from crfbench.environment import set_threads  # noqa: E402
+from crfbench.environment import gpu_present, set_threads  # noqa: E402
 from implementations import registry  # noqa: E402
 
 # Imported here, before asv's forkserver forks a process per parameter combination, so that no
@@ -128,15 +128,6 @@ def skip_unless_fits(
         raise NotImplementedError(
             f"{variant} at B={batch} N={length} T={num_tags}: {elements} > {cap} elements"
         )
-
-
-def gpu_present(backend: str) -> bool:
-    if backend == "torch":
-        return torch.cuda.is_available()
-    try:
-        return bool(jax.devices("gpu"))
-    except RuntimeError:
-        return False
 
 
 def use_device(backend: str, device: str, threads: int = 1) -> None:
@@ -266,3 +257,13 @@ class OperatorCount(TorchDispatchMode):
         elif not func.is_view:
             self.operators += 1
         return func(*args, **(kwargs or {}))
+
+
+def operator_counts(variant: str, name: str, scores: TimingBatch) -> tuple[int, int]:
+    """The computing operators and host synchronisations (:class:`OperatorCount`) of one torch
+    call of ``name`` by ``variant`` on ``scores``, after a first, uncounted call."""
+    call = operation("torch", variant, name, scores)
+    call()
+    with OperatorCount() as count:
+        call()
+    return count.operators, count.syncs

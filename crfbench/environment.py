@@ -59,6 +59,19 @@ def _hold_threads(cpus: set[int]) -> None:
             continue
 
 
+def gpu_present(backend: str) -> bool:
+    """Backend ``backend`` (``"torch"`` or ``"jax"``) sees a GPU: CUDA for torch, any GPU platform
+    for JAX (imported here, which starts its backends where nothing has yet)."""
+    if backend == "torch":
+        return torch.cuda.is_available()
+    import jax
+
+    try:
+        return bool(jax.devices("gpu"))
+    except RuntimeError:
+        return False
+
+
 def device_name(device: torch.device) -> str:
     """A human-readable name of the device computations run on."""
     if device.type == "cuda":

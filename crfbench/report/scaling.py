@@ -400,33 +400,31 @@ def crossover_table(frame: pd.DataFrame, method: str = "bcrf-10") -> pd.DataFram
     """Per machine, device, backend and T: for marginals and for the loss with its gradient, the
     smallest N of the grid from which ``method`` is faster than sequential ``crf`` at every larger
     N measured (:func:`_overtakes`), beside the lengths measured."""
-    cells: dict[tuple, dict[str, object]] = {}
+    overtakes: dict[tuple, dict[str, str]] = {}  # (machine, device, backend, T) -> label -> N
+    lengths: dict[tuple, set[int]] = {}
     for name, label in CROSSOVER_OPERATIONS.items():
-        rows = timings(frame, name)
-        for keys, group in rows.groupby(["machine", "device", "backend", "T"], sort=True):
-            overtakes = _overtakes(group, method)
-            if overtakes is None:
-                continue
-            cell = cells.setdefault(keys, {"lengths": set()})
-            cell["lengths"] |= set(group["N"].astype(int))
-            cell[f"{label}: {method} faster from N"] = overtakes
-    out = []
-    for (machine, device, backend, num_tags), cell in sorted(cells.items()):
-        lengths = cell.pop("lengths")
-        out.append(
+        for keys, group in timings(frame, name).groupby(["machine", "device", "backend", "T"], sort=True):
+            found = _overtakes(group, method)
+            if found is not None:
+                overtakes.setdefault(keys, {})[label] = found
+                lengths.setdefault(keys, set()).update(group["N"].astype(int))
+    return pd.DataFrame(
+        [
             {
                 "machine": machine,
                 "device": device,
                 "backend": backend,
                 "T": int(num_tags),
-                "N measured": f"{min(lengths)}–{max(lengths)}",
+                "N measured": f"{min(lengths[keys])}–{max(lengths[keys])}",
                 **{
-                    f"{label}: {method} faster from N": cell.get(f"{label}: {method} faster from N", "—")
+                    f"{label}: {method} faster from N": cells.get(label, "—")
                     for label in CROSSOVER_OPERATIONS.values()
                 },
             }
-        )
-    return pd.DataFrame(out)
+            for keys, cells in sorted(overtakes.items())
+            for machine, device, backend, num_tags in [keys]
+        ]
+    )
 
 
 def summary_tables(frame: pd.DataFrame) -> dict[str, tuple[str, pd.DataFrame]]:

@@ -167,11 +167,7 @@ def test_asv_check_passes():
 
 
 def _counts(variant: str, name: str, length: int) -> tuple[int, int]:
-    call = common.operation("torch", variant, name, common.random_scores("torch", "cpu", 2, length, 3))
-    call()
-    with common.OperatorCount() as count:
-        call()
-    return count.operators, count.syncs
+    return common.operator_counts(variant, name, common.random_scores("torch", "cpu", 2, length, 3))
 
 
 @pytest.mark.parametrize("name", common.OPERATIONS)

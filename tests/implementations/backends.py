@@ -237,26 +237,12 @@ def enable_x64() -> None:
 @functools.cache
 def get(name: str, device: str = "cpu") -> Backend:
     """The adapter of backend ``name`` (one of ``implementations.BACKENDS``) on ``device``
-    (``"cpu"``, or ``"gpu"``: see :func:`gpu_present`)."""
+    (``"cpu"``, or ``"gpu"``: see ``crfbench.environment.gpu_present``)."""
     if name == "torch":
         return TorchBackend(device)
     if name == "jax":
         return JaxBackend(device)
     raise ValueError(f"no test adapter for backend {name!r}")
-
-
-def gpu_present(name: str) -> bool:
-    """Backend ``name`` sees a GPU (CUDA for torch; any GPU platform for jax)."""
-    if name == "torch":
-        import torch
-
-        return torch.cuda.is_available()
-    import jax
-
-    try:
-        return bool(jax.devices("gpu"))
-    except RuntimeError:
-        return False
 
 
 #: Share of the hypothesis profile's ``max_examples`` that the jax half of a property test draws.

@@ -24,6 +24,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from crfbench.environment import gpu_present
 from implementations import registry
 
 from . import backends
@@ -221,7 +222,7 @@ def test_gpu_equals_cpu(
     to the cross-backend tolerances (every length, -inf patterns, padding). Torch BCRF runs its
     compiled products on the GPU for every kernel (``FUSED_FROM`` = 1: Triton kernels on CUDA)
     against the eager CPU products. Skipped on a machine without a GPU."""
-    if not backends.gpu_present(name):
+    if not gpu_present(name):
         pytest.skip(f"no GPU for {name}")
     import implementations.torch_backend.bcrf as kernel
 
