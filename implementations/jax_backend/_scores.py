@@ -26,6 +26,16 @@ def per_position(transitions: Array, batch: int, length: int) -> Array:
     return jnp.broadcast_to(transitions, (batch, max(length - 1, 0), num_tags, num_tags))
 
 
+def _arc_index(transitions: Array, batch: int, length: int) -> tuple[Array, ...]:
+    """The leading indices (sequence, arc group) that pick each arc's (T, T) matrix out of per-arc
+    transitions (B, N-1, T, T), none for shared ones (T, T), as in the torch backend: indexing
+    shared transitions directly keeps the gold score's gradient at (T, T) instead of a zero-filled
+    (B, N-1, T, T) array."""
+    if transitions.ndim == 2:
+        return ()
+    return jnp.arange(batch)[:, None], jnp.arange(length - 1)
+
+
 def boundary(scores: Array | None, like: Array) -> Array:
     """Start/end scores, zeros when absent, shape (T,)."""
     return jnp.zeros(like.shape[-1], dtype=like.dtype) if scores is None else scores
@@ -61,9 +71,7 @@ def gold_score(
     unary = jnp.take_along_axis(emissions, safe[..., None], axis=-1)[..., 0]
     score = jnp.where(mask, unary, 0.0).sum(-1)
     if length > 1:
-        pairs = per_position(transitions, batch, length)
-        rows = jnp.take_along_axis(pairs, safe[:, :-1, None, None], axis=2)[:, :, 0]
-        binary = jnp.take_along_axis(rows, safe[:, 1:, None], axis=-1)[..., 0]
+        binary = transitions[(*_arc_index(transitions, batch, length), safe[:, :-1], safe[:, 1:])]
         score = score + jnp.where(mask[:, 1:], binary, 0.0).sum(-1)
     first, last = safe[:, 0], jnp.take_along_axis(safe, (lengths - 1)[:, None], axis=1)[:, 0]
     if start is not None:

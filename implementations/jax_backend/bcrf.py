@@ -51,23 +51,15 @@ def _first_clusters(order: str) -> tuple[int, int]:
     return (2, 1) if order == "odd-even" else (1, 2)
 
 
-def _cluster_shifts(log_flows: Array, inside: Array) -> Array:
-    """The projection of §3.3 given each node's log in- and out-flow, stacked (B, P, 2, T): the
-    shifts (B, P, 2, T) of the log of its in-arcs (``[:, :, 0]``) and out-arcs (``[:, :, 1]``),
-    -inf for a dead tag, 0 outside the clusters (``inside`` (B, P, 1, 1): 1 for a cluster, 0
-    elsewhere), as in the torch backend (XLA fuses the masks torch avoids)."""
-    log_in, log_out = log_flows[:, :, 0], log_flows[:, :, 1]
+def _cluster_shifts(log_in: Array, log_out: Array, active: Array) -> tuple[Array, Array]:
+    """The projection of §3.3 given each node's log in- and out-flow (B, P, T): the shifts (B, P, T)
+    of the log of its in-arcs and of its out-arcs, -inf for a dead tag, 0 outside the clusters
+    (``active`` (B, P, 1) marks them), as in the torch backend (XLA fuses the masks torch avoids)."""
     log_node = (log_in + log_out) / 2  # log sqrt(in · out): the node's new throughput, unnormalised
     alive = log_node > -jnp.inf
     offset = jnp.where(alive, -logsumexp(log_node, axis=-1)[..., None], -jnp.inf)
     half_gap = jnp.where(alive, (log_out - log_in) / 2, 0.0)
-    shifts = offset[:, :, None] + jnp.stack([half_gap, -half_gap], axis=2)
-    return jnp.where(inside > 0, shifts, 0.0)
-
-
-def _inside(active: Array, dtype: Any) -> Array:
-    """(B, P, 1, 1) of ``dtype``: 1 for the clusters ``active`` (B, P, 1) marks, 0 elsewhere."""
-    return active[..., None].astype(dtype)
+    return jnp.where(active, offset + half_gap, 0.0), jnp.where(active, offset - half_gap, 0.0)
 
 
 def _project(log_q: Array, lengths: Array, first: int) -> Array:
@@ -88,8 +80,7 @@ def _project(log_q: Array, lengths: Array, first: int) -> Array:
     log_in = logsumexp(log_q[:, into], axis=-2)  # (B, P, T) in-flow of each node
     log_out = logsumexp(log_q[:, out_of], axis=-1)  # (B, P, T) out-flow of each node
     active = (positions < (lengths - 1)[:, None])[..., None]  # (B, P, 1)
-    shifts = _cluster_shifts(jnp.stack([log_in, log_out], axis=2), _inside(active, log_q.dtype))
-    column_shift, row_shift = shifts[:, :, 0], shifts[:, :, 1]
+    column_shift, row_shift = _cluster_shifts(log_in, log_out, active)
     columns = jnp.zeros((batch, num_arcs, num_tags), log_q.dtype).at[:, positions - 1].set(column_shift)
     rows = jnp.zeros((batch, num_arcs, num_tags), log_q.dtype).at[:, positions].set(row_shift)
     return log_q + (rows[..., :, None] + columns[..., None, :])
@@ -219,7 +210,9 @@ def _flows(kernel: _Kernel, *requests: _Request) -> tuple[Array, ...]:
         else:
             products.append(jnp.einsum("bpij,bpi->bpj" if r.into else "bpij,bpj->bpi", matrices, r.x.linear))
     half = math.exp(_floor(products[0].dtype) / 2)
-    faint = jnp.stack([(p + r.unused <= half).any() for p, r in zip(products, requests, strict=True)]).any()
+    # one reduction per product (``initial``: a batch or parity may hold none)
+    read = [jnp.min(p + r.unused, initial=jnp.inf) for p, r in zip(products, requests, strict=True)]
+    faint = jnp.stack(read).min() <= half
     return lax.cond(
         faint,
         lambda: tuple(_exact_flows(kernel, r.parity, r.x.log, r.into) for r in requests),
@@ -262,10 +255,25 @@ def _padding(lengths: Array, num_arcs: int, dtype: Any) -> Array:
 
 
 #: A scaling-form iterate, ``log q[i, a, b] = log K[i, a, b] + log_v[i, a] + log_u[i+1, b]``: the log
-#: in-scalings ``log_u`` (B, N, T) and out-scalings ``log_v`` (B, N, T) of every node, -inf for a
-#: dead node or tag; the kernel is fixed, so the iterations carry the scalings alone. (Torch keeps
-#: them stacked by parity, which its speed needs; under XLA these plain arrays were faster.)
+#: in-scalings ``log_u`` and out-scalings ``log_v`` of every node, -inf for a dead node or tag, each
+#: held by parity (B, 2, ⌈N/2⌉, T), node ``p`` at ``[:, p % 2, p // 2]`` (:func:`_by_parity`), so
+#: that a projection reads and writes contiguous blocks (slices and in-place updates, no gather,
+#: copy or scatter; the loss 20–25 % faster than with (B, N, T) arrays and strided slices). The
+#: kernel is fixed, so the iterations carry the scalings alone.
 Scalings = tuple[Array, Array]
+
+
+def _by_parity(x: Array) -> Array:
+    """(B, N, T) node values held by parity, (B, 2, ⌈N/2⌉, T); an odd N's last slot is -inf."""
+    batch, length, num_tags = x.shape
+    x = jnp.pad(x, ((0, 0), (0, length % 2), (0, 0)), constant_values=-jnp.inf)
+    return x.reshape(batch, (length + 1) // 2, 2, num_tags).transpose(0, 2, 1, 3)
+
+
+def _by_position(x: Array, length: int) -> Array:
+    """The (B, N, T) node values of :func:`_by_parity`'s (B, 2, ⌈N/2⌉, T)."""
+    batch, _, half, num_tags = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(batch, 2 * half, num_tags)[:, :length]
 
 
 def _scaled_initial(terms: ArcTerms, lengths: Array, temperature: float) -> tuple[_Kernel, Scalings]:
@@ -278,22 +286,34 @@ def _scaled_initial(terms: ArcTerms, lengths: Array, temperature: float) -> tupl
     log_norm = logsumexp(rows + _group_flows(kernel, _vectors(columns), False, unused), axis=-1)
     log_u = jnp.concatenate([edge, columns], axis=1)
     log_v = jnp.concatenate([rows - log_norm[..., None], edge], axis=1)
-    return kernel, (log_u, log_v)
+    return kernel, (_by_parity(log_u), _by_parity(log_v))
 
 
-def _scaled_log_q(kernel: _Kernel, scalings: Scalings) -> Array:
-    """``log q`` (B, N-1, T, T) of a scaling-form iterate."""
+def _by_node(scalings: Scalings, num_arcs: int) -> Scalings:
+    """The log scalings of every node (B, N, T) of a scaling-form iterate."""
     log_u, log_v = scalings
+    return _by_position(log_u, num_arcs + 1), _by_position(log_v, num_arcs + 1)
+
+
+def _scaled_log_q(kernel: _Kernel, num_arcs: int, scalings: Scalings) -> Array:
+    """``log q`` (B, N-1, T, T) of a scaling-form iterate."""
+    log_u, log_v = _by_node(scalings, num_arcs)
     return kernel.log + log_v[:, :-1][..., :, None] + log_u[:, 1:][..., None, :]
 
 
 def _scaling_projection(kernel: _Kernel, lengths: Array, num_arcs: int, first: int):
     """The projection of :func:`_project` on a scaling-form iterate (a function of its scalings), as
     in the torch backend: the flows by two matrix products over every group of a parity
-    (:func:`_flows`), then the shifts of §3.3 on the log scalings of the parity's clusters."""
+    (:func:`_flows`), then the shifts of §3.3 on the log scalings of the parity's clusters.
+
+    The clusters are nodes ``first, first + 2, ...`` (parity ``first % 2``, rows ``first // 2, ...``
+    of it); group ``g`` (of parity ``g % 2``) leaves node ``g`` and enters node ``g + 1``, so the
+    groups into the clusters leave the other parity's rows ``0, 1, ...`` and the groups out of them
+    enter its rows ``first % 2, ...``."""
     count = len(range(first, num_arcs, 2))
-    nodes = slice(first, first + 2 * count, 2)
-    into, out_of = (first - 1) % 2, first % 2  # parity of the groups p - 1 and p
+    parity, other = first % 2, 1 - first % 2
+    nodes = slice(first // 2, first // 2 + count)  # rows of the clusters in their parity
+    into, out_of = other, parity  # parity of the groups p - 1 and p
     positions = np.arange(first, first + 2 * count, 2)  # static
     active = (positions < (lengths - 1)[:, None])[..., None]  # (B, P, 1)
     outside = jnp.where(active, 0.0, jnp.inf)
@@ -305,7 +325,7 @@ def _scaling_projection(kernel: _Kernel, lengths: Array, num_arcs: int, first: i
         if count == 0:
             return scalings
         log_u, log_v = scalings
-        log_u_p, log_v_p = log_u[:, nodes], log_v[:, nodes]
+        log_u_p, log_v_p = log_u[:, parity, nodes], log_v[:, parity, nodes]
         unused = _unused(log_u_p + log_v_p) + outside
         pad_in = in_groups - count - groups_in.start
         pad_out = out_groups - count - groups_out.start
@@ -313,13 +333,14 @@ def _scaling_projection(kernel: _Kernel, lengths: Array, num_arcs: int, first: i
         unused_out = jnp.pad(unused, ((0, 0), (groups_out.start, pad_out), (0, 0)), constant_values=jnp.inf)
         log_in, log_out = _flows(
             kernel,
-            _Request(into, _vectors(log_v[:, into::2][:, :in_groups]), True, unused_in),
-            _Request(out_of, _vectors(log_u[:, out_of + 1 :: 2][:, :out_groups]), False, unused_out),
+            _Request(into, _vectors(log_v[:, other, :in_groups]), True, unused_in),
+            _Request(out_of, _vectors(log_u[:, other, parity : parity + out_groups]), False, unused_out),
         )
-        log_flows = jnp.stack([log_u_p + log_in[:, groups_in], log_v_p + log_out[:, groups_out]], axis=2)
-        shifts = _cluster_shifts(log_flows, _inside(active, log_u.dtype))
-        log_u = log_u.at[:, nodes].set(log_u_p + shifts[:, :, 0])
-        log_v = log_v.at[:, nodes].set(log_v_p + shifts[:, :, 1])
+        column_shift, row_shift = _cluster_shifts(
+            log_u_p + log_in[:, groups_in], log_v_p + log_out[:, groups_out], active
+        )
+        log_u = log_u.at[:, parity, nodes].set(log_u_p + column_shift)
+        log_v = log_v.at[:, parity, nodes].set(log_v_p + row_shift)
         return log_u, log_v
 
     return project
@@ -343,7 +364,7 @@ def _scaled_solution(
 ) -> _Solution:
     """The :class:`_Solution` of a scaling-form iterate, with no (B, N-1, T, T) array (torch
     backend: ``Σ_g shift_g Σ q_g + <out flows, rows/τ − log v> + <in flows, columns/τ − log u>``)."""
-    log_u, log_v = scalings
+    log_u, log_v = _by_node(scalings, terms.rows.shape[1])
     padding = _padding(lengths, terms.rows.shape[1], log_u.dtype)
     log_rows = log_v[:, :-1] - padding  # -inf past the length
     log_columns = log_u[:, 1:] - padding
@@ -481,8 +502,8 @@ def _form(terms: ArcTerms, lengths: Array, temperature: float, order: str, form:
     return _Form(
         scalings,
         _step(lengths, order, num_arcs, kernel),
-        lambda state, _: error(_scaled_log_q(kernel, state), None),
-        partial(_scaled_log_q, kernel),
+        lambda state, _: error(_scaled_log_q(kernel, num_arcs, state), None),
+        partial(_scaled_log_q, kernel, num_arcs),
         partial(_scaled_solution, kernel=kernel, terms=terms, lengths=lengths, temperature=temperature),
     )
 

@@ -132,9 +132,10 @@ def _step(lengths: Tensor, order: str, num_arcs: int, kernel: _Kernel | None = N
     return step
 
 
-def _error(lengths: Tensor):
-    """The convergence error of an iterate: its constraint violation (B,)."""
-    return lambda log_q, _: _violation(_arc_marginals(log_q, lengths), lengths)
+def _error(marginals: Callable[[Any], Tensor], lengths: Tensor):
+    """The convergence error of an iterate whose arc marginals are ``marginals(state)``: their
+    constraint violation (B,)."""
+    return lambda state, _: _violation(marginals(state), lengths)
 
 
 class _Kernel(NamedTuple):
@@ -145,10 +146,19 @@ class _Kernel(NamedTuple):
     contiguous, for the even and the odd groups, so that either product reads contiguous memory in
     the layout its fastest routine wants (:func:`_product`); shared, the same pair for both."""
 
-    log: Tensor  # (T, T) or (B, N-1, T, T)
+    scaled: Tensor  # transitions/τ, (T, T) or (B, N-1, T, T)
     shift: Tensor  # () or (B, N-1)
     linear: Tensor  # exp(log), flushed
     parities: tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]  # (K, Kᵀ) of groups 0, 2, ... and 1, 3, ...
+
+    def log(self, parity: int | None = None) -> Tensor:
+        """``log K = transitions/τ − shift`` (of the groups of one ``parity`` if given and the
+        kernel is per group), made where it is read: only the log-space recomputations read it,
+        and per arc group it is as large as the arcs."""
+        if self.scaled.ndim == 2:
+            return self.scaled - self.shift
+        groups = slice(None) if parity is None else slice(parity, None, 2)
+        return self.scaled[:, groups] - self.shift[:, groups, None, None]
 
 
 def _floor(dtype: torch.dtype) -> float:
@@ -161,9 +171,15 @@ def _finite_or_zero(x: Tensor) -> Tensor:
     return torch.nan_to_num(x, nan=math.nan, posinf=math.inf, neginf=0.0)
 
 
+def _recorded(*tensors: Tensor) -> bool:
+    """Autograd records the operations on ``tensors``: an in-place update must then spare what
+    a backward reads, and a -inf must not meet a derivative."""
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
 def _safe_log(x: Tensor) -> Tensor:
     """``log x`` with ``log 0 = -inf`` and a finite gradient everywhere (0 where ``x = 0``)."""
-    if not (x.requires_grad and torch.is_grad_enabled()):
+    if not _recorded(x):
         return torch.log(x)
     positive = x > 0
     return torch.where(positive, torch.log(torch.where(positive, x, 1.0)), -torch.inf)
@@ -176,15 +192,19 @@ def _kernel(transitions: Tensor, temperature: float) -> _Kernel:
     shared = scaled.ndim == 2
     shift = _finite_or_zero(scaled.detach().amax() if shared else scaled.detach().amax((-2, -1)))
     log = scaled - (shift if shared else shift[..., None, None])
-    linear = torch.threshold(torch.exp(log), torch.finfo(log.dtype).tiny, 0.0)
+    tiny = torch.finfo(log.dtype).tiny
+    if _recorded(log):
+        linear = torch.threshold(torch.exp(log), tiny, 0.0)
+    else:  # in place on one fresh array: a per-arc kernel is as large as the arcs
+        linear = torch.nn.functional.threshold_(log.exp_(), tiny, 0.0)
     if shared:
         pair = (linear, linear.T.contiguous())
-        return _Kernel(log, shift, linear, (pair, pair))
+        return _Kernel(scaled, shift, linear, (pair, pair))
     parities = tuple(
         (part.contiguous(), part.transpose(-1, -2).contiguous())
         for part in (linear[:, 0::2], linear[:, 1::2])
     )
-    return _Kernel(log, shift, linear, parities)
+    return _Kernel(scaled, shift, linear, parities)
 
 
 #: From this many tags on, a batch of matrix–vector products ``M x`` is faster as row vector
@@ -348,7 +368,7 @@ def _flows(kernel: _Kernel, *requests: _Request) -> tuple[Tensor, ...]:
 
 def _exact_flows(kernel: _Kernel, parity: int, log_x: Tensor, into: bool) -> Tensor:
     """The flows of :func:`_flows` as log-sum-exps over the T arcs of each (B, P, T, T)."""
-    log = kernel.log if kernel.log.ndim == 2 else kernel.log[:, parity::2]
+    log = kernel.log(parity)
     if into:
         return logsumexp(log + log_x.unsqueeze(-1), dim=-2)
     return logsumexp(log + log_x.unsqueeze(-2), dim=-1)
@@ -357,7 +377,7 @@ def _exact_flows(kernel: _Kernel, parity: int, log_x: Tensor, into: bool) -> Ten
 def _group_flows(kernel: _Kernel, x: _Vectors, into: bool, unused: Tensor) -> Tensor:
     """The flows of :func:`_flows` through every arc group (B, N-1, T), given the vectors ``x``
     (B, N-1, T) for each: both parities' products, interleaved."""
-    if kernel.log.ndim == 2:
+    if kernel.scaled.ndim == 2:
         return _flows(kernel, _Request(0, x, into, unused))[0]
     requests = [_Request(p, x.rows(slice(p, None, 2)), into, unused[:, p::2]) for p in (0, 1)]
     return _interleaved(*_flows(kernel, *requests))
@@ -404,11 +424,20 @@ def _group_mask(lengths: Tensor, num_arcs: int) -> Tensor:
     return position_mask(lengths - 1, num_arcs).unsqueeze(-1)
 
 
-def _scaled_log_q(kernel: _Kernel, scalings: Scalings) -> Tensor:
-    """``log q`` (B, N-1, T, T) of a scaling-form iterate."""
+def _scaled_rows_and_columns(scalings: Scalings, lengths: Tensor) -> tuple[_Vectors, _Vectors]:
+    """The :class:`_Vectors` of a scaling-form iterate's rows ``log v`` and columns ``log u`` of
+    every arc group (B, N-1, T), -inf past each sequence's length."""
     log_u, log_v = _interleaved(*scalings).unbind(2)
-    # in place on the first sum's fresh result (an addition saves nothing for autograd)
-    return (kernel.log + log_v[:, :-1].unsqueeze(-1)).add_(log_u[:, 1:].unsqueeze(-2))
+    padding = _padding(lengths, log_u.shape[1] - 1, log_u.dtype)
+    return _vectors(log_v[:, :-1] - padding), _vectors(log_u[:, 1:] - padding)
+
+
+def _scaled_marginals(kernel: _Kernel, lengths: Tensor, scalings: Scalings) -> Tensor:
+    """q (B, N-1, T, T), zero on padding, of a scaling-form iterate: ``K ⊙ e^{s} ṽ ũᵀ``
+    (:func:`_arc_gradient` with unit weights), two multiplications per arc in linear space where
+    ``log q`` cost two additions, an ``exp`` and a mask, each writing a new (B, N-1, T, T) array."""
+    rows, columns = _scaled_rows_and_columns(scalings, lengths)
+    return _arc_gradient((kernel, rows, columns), rows.log.new_ones(len(lengths)), shared=False)
 
 
 def _scaling_projection(kernel: _Kernel, lengths: Tensor, num_arcs: int, first: int):
@@ -427,7 +456,7 @@ def _scaling_projection(kernel: _Kernel, lengths: Tensor, num_arcs: int, first: 
     count, clusters = len(nodes), len(range(first, num_arcs, 2))
     in_groups, out_groups = len(range(other, num_arcs, 2)), len(range(parity, num_arcs, 2))
     first_in = 1 - parity  # the row of the node the other parity's first group flows into
-    dtype = kernel.log.dtype
+    dtype = kernel.linear.dtype
     inside = _inside(active, dtype)  # (B, P, 1, 1): 1 inside the clusters
     outside = torch.where(active, 0.0, math.inf).to(dtype)  # (B, P, 1): +inf outside them
 
@@ -480,10 +509,8 @@ def _scaled_solution(
     ``log q = log K + log v ⊕ log u`` and ``w/τ = transitions/τ + rows/τ ⊕ columns/τ``,
     ``Σ q (w/τ − log q) = Σ_g shift_g Σ q_g + <out flows, rows/τ − log v>``
     ``+ <in flows, columns/τ − log u>``."""
-    log_u, log_v = _interleaved(*scalings).unbind(2)
-    padding = _padding(lengths, terms.rows.shape[1], log_u.dtype)
-    log_rows, log_columns = log_v[:, :-1] - padding, log_u[:, 1:] - padding  # -inf past the length
-    rows, columns = _vectors(log_rows), _vectors(log_columns)
+    rows, columns = _scaled_rows_and_columns(scalings, lengths)
+    log_rows, log_columns = rows.log, columns.log
     out_flows = torch.exp(log_rows + _group_flows(kernel, columns, False, _unused(log_rows)))
     in_flows = torch.exp(log_columns + _group_flows(kernel, rows, True, _unused(log_columns)))
     row_gaps = _gaps(_scaled(terms.rows, temperature), log_rows)
@@ -526,36 +553,41 @@ def _arc_gradient(arcs: Tensor | tuple[_Kernel, _Vectors, _Vectors], weights: Te
     kernel, rows, columns = arcs
     log_scale = rows.shift + columns.shift  # (B, N-1, 1)
     if log_scale.numel() and float(log_scale.detach().amax()) > -_floor(log_scale.dtype) / 2:
-        log_q = (kernel.log + rows.log.unsqueeze(-1)).add_(columns.log.unsqueeze(-2))
+        log_q = (kernel.log() + rows.log.unsqueeze(-1)).add_(columns.log.unsqueeze(-2))
         return _arc_gradient(torch.exp(log_q), weights, shared)
     rows = rows.linear * (weights[:, None, None] * torch.exp(log_scale))
     columns = columns.linear
     if shared:
         return (rows.flatten(0, 1).T @ columns.flatten(0, 1)) * kernel.linear
-    return kernel.linear * rows.unsqueeze(-1) * columns.unsqueeze(-2)
+    arcs = kernel.linear * rows.unsqueeze(-1)
+    if _recorded(arcs, columns):
+        return arcs * columns.unsqueeze(-2)  # the product's backward reads ``arcs``
+    return arcs.mul_(columns.unsqueeze(-2))  # in place: one (B, N-1, T, T) array, not two
 
 
 class _Form(NamedTuple):
     """IBP in one form: the initial state, one iteration, the convergence error of a state, and
-    what is read off a state: ``log q`` (B, N-1, T, T) and its :class:`_Solution`."""
+    what is read off a state: its arc marginals q (B, N-1, T, T), zero on padding, and its
+    :class:`_Solution`."""
 
     initial: Any
     step: Callable[[Any], Any]
     error: Callable[[Any, Any], Tensor]
-    log_q: Callable[[Any], Tensor]
+    marginals: Callable[[Any], Tensor]
     solution: Callable[[Any], _Solution]
 
 
 def _form(terms: ArcTerms, lengths: Tensor, temperature: float, order: str, form: str) -> _Form:
     """IBP on the arcs ``terms`` in ``form``."""
-    num_arcs, error = terms.rows.shape[1], _error(lengths)
+    num_arcs = terms.rows.shape[1]
     if form == "log":
         weights = terms.weights()
+        marginals = partial(_arc_marginals, lengths=lengths)
         return _Form(
             _initial(weights, temperature),
             _step(lengths, order, num_arcs),
-            error,
-            lambda log_q: log_q,
+            _error(marginals, lengths),
+            marginals,
             partial(
                 _log_solution,
                 weights=weights,
@@ -565,11 +597,12 @@ def _form(terms: ArcTerms, lengths: Tensor, temperature: float, order: str, form
             ),
         )
     kernel, scalings = _scaled_initial(terms, lengths, temperature)
+    marginals = partial(_scaled_marginals, kernel, lengths)
     return _Form(
         scalings,
         _step(lengths, order, num_arcs, kernel),
-        lambda state, _: error(_scaled_log_q(kernel, state), None),
-        partial(_scaled_log_q, kernel),
+        _error(marginals, lengths),
+        marginals,
         partial(_scaled_solution, kernel=kernel, terms=terms, lengths=lengths, temperature=temperature),
     )
 
@@ -718,7 +751,7 @@ def marginals(
     """IBP iterate ≈ ∇B_Y(w/τ): node marginals (B, N, T) and arc marginals (B, N-1, T, T)."""
     terms = arc_terms(emissions, transitions, lengths, start, end)
     ibp, state = _run(terms, lengths, temperature, iterations, order, tolerance, form)
-    pairwise = _arc_marginals(ibp.log_q(state), lengths)
+    pairwise = ibp.marginals(state)
     return _unary(pairwise, terms.singles, lengths, temperature), pairwise
 
 
@@ -745,7 +778,7 @@ def solve(emissions, transitions, lengths, start, end, *, iterations, temperatur
     terms = arc_terms(emissions, transitions, lengths, start, end)
     ibp = _form(terms, lengths, temperature, order, form)
     state, run, errors = iterate_with_errors(ibp.step, ibp.initial, iterations, tolerance, ibp.error)
-    pairwise = _arc_marginals(ibp.log_q(state), lengths)
+    pairwise = ibp.marginals(state)
     converged = errors[run - 1] <= (tolerance or 0.0)
     return SolverOutput(
         _unary(pairwise, terms.singles, lengths, temperature),

@@ -85,7 +85,7 @@ def test_ibp_scaling_half_step(benchmark, backend, transitions, num_tags):
         call = lambda: project(state)  # noqa: E731
     benchmark.group = f"IBP half-step B={BATCH} N={LENGTH} T={num_tags}"
     result = benchmark(call)
-    assert bcrf._scaled_log_q(kernel, result).shape == (BATCH, LENGTH - 1, num_tags, num_tags)
+    assert [x.shape for x in result] == [x.shape for x in state]
 
 
 def _step_inputs(backend: str, num_tags: int):
