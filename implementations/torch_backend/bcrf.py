@@ -323,6 +323,14 @@ def _smallest(minima: list[Tensor]) -> tuple[Tensor, float]:
     return torch.stack(minima), math.exp(_floor(minima[0].dtype) / 2)
 
 
+def _defers(tensor: Tensor) -> bool:
+    """Whether calls on ``tensor``'s device defer their exactness tests: on a GPU, where a read-back
+    drains the queue of launched kernels; not on the CPU, where it costs nothing while a failed
+    deferred test runs the whole call again (a partial-label training step on CoNLL-2003 failed one
+    every time: 0.27–0.29 s deferred against 0.205 in place, one thread)."""
+    return tensor.is_cuda
+
+
 def _tested_once(function: Callable[..., Any]) -> Callable[..., Any]:
     """``function`` with the exactness tests of :func:`_flows` deferred and read back together,
     one host synchronisation instead of one or two per projection. Where one fails, ``function``
@@ -331,6 +339,8 @@ def _tested_once(function: Callable[..., Any]) -> Callable[..., Any]:
 
     @wraps(function)
     def tested(*args: Any, **kwargs: Any) -> Any:
+        if not _defers(args[0]):  # the emissions
+            return function(*args, **kwargs)
         minima: list[Tensor] = []
         token = _deferred_minima.set(minima)
         try:

@@ -869,9 +869,10 @@ def test_fused_products_fall_back_to_eager_without_a_compiler(monkeypatch: pytes
 def test_deferred_exactness_tests_change_nothing_and_read_back_once(
     monkeypatch: pytest.MonkeyPatch, tau: float, neg_inf: float, scale: float
 ) -> None:
-    """The public functions read the products' exactness tests back together, once after the run,
-    not once per projection; the results are bitwise those with every test in place, whether none
-    fails (τ = 1, finite scores) or some do and the function runs again (τ = 0.01, float32, -inf)."""
+    """Where they defer (on a GPU; forced here), the public functions read the products'
+    exactness tests back together, once after the run, not once per projection; the results are
+    bitwise those with every test in place, whether none fails (τ = 1, finite scores) or some do
+    and the function runs again (τ = 0.01, float32, -inf). On the CPU every test is in place."""
     import implementations.torch_backend.bcrf as kernel
 
     read_backs = []
@@ -881,8 +882,12 @@ def test_deferred_exactness_tests_change_nothing_and_read_back_once(
     )
     inst = all_lengths_instance(72, 4, max_len=6, neg_inf=neg_inf, scale=scale)
     options = {"iterations": 5, "temperature": tau}
-    deferred = _torch_solve_and_loss(inst, "float32", **options)
+    with monkeypatch.context() as patch:
+        patch.setattr(kernel, "_defers", lambda tensor: True)  # as on a GPU
+        deferred = _torch_solve_and_loss(inst, "float32", **options)
     deferred_reads, read_backs[:] = list(read_backs), []
+    on_cpu = _torch_solve_and_loss(inst, "float32", **options)
+    cpu_reads, read_backs[:] = list(read_backs), []
 
     class NeverDeferred:  # a context variable that is never set: every test in place
         def set(self, value: Any) -> None: ...
@@ -892,8 +897,10 @@ def test_deferred_exactness_tests_change_nothing_and_read_back_once(
     with monkeypatch.context() as patch:
         patch.setattr(kernel, "_deferred_minima", NeverDeferred())
         in_place = _torch_solve_and_loss(inst, "float32", **options)
-    for got, expected in zip(deferred, in_place, strict=True):
+    for got, cpu, expected in zip(deferred, on_cpu, in_place, strict=True):
         np.testing.assert_array_equal(got, expected)
+        np.testing.assert_array_equal(cpu, expected)
+    assert cpu_reads == read_backs  # the CPU's default: each projection's tests read in place
     if tau == 1.0:  # solve and two losses: one read-back each, of every projection's tests
         assert len(deferred_reads) == 3 and len(read_backs) > 3 * 2 * 5
         assert all(count > 2 * 5 for count in deferred_reads)
