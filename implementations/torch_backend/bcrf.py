@@ -17,10 +17,11 @@ matrix where they are shared. A projection is then two matrix products (one GEMM
 batch for a shared kernel) and an O(N T) update of the scalings; the loss's value and gradient are
 read off the scalings and the flows, so with shared transitions no (B, N-1, T, T) array is ever
 written. A flow the linear products cannot vouch for (a product under ``e^{F/2}``) is recomputed
-in log space from its arcs, so every flow the projection sees is exact to rounding. The public
-functions read those tests back once, after the run, rather than once per projection (on a GPU
-each read-back drains the queue of launched kernels): if one failed, the function runs again with
-each projection tested in place, so the result is the same either way.
+in log space from its arcs, so every flow the projection sees is exact to rounding. On a GPU the
+public functions read those tests back once, after the run, rather than once per projection (each
+read-back drains the queue of launched kernels): if one failed, the function runs again with each
+projection tested in place, so the result is the same either way. On the CPU each projection
+tests in place.
 
 Lengths 1 and 2 have no inner cluster: length 1 is a softmax over tags, length 2 a softmax over
 tag pairs (every arc group is normalised before the first projection, which leaves the iterates
@@ -332,10 +333,10 @@ def _defers(tensor: Tensor) -> bool:
 
 
 def _tested_once(function: Callable[..., Any]) -> Callable[..., Any]:
-    """``function`` with the exactness tests of :func:`_flows` deferred and read back together,
-    one host synchronisation instead of one or two per projection. Where one fails, ``function``
-    runs again with every test in place, which recomputes just the flows that need it: the result
-    is the one without deferral either way."""
+    """``function`` with the exactness tests of :func:`_flows` deferred and read back together
+    where the device calls for it (:func:`_defers`), one host synchronisation instead of one or
+    two per projection. Where one fails, ``function`` runs again with every test in place, which
+    recomputes just the flows that need it: the result is the one without deferral either way."""
 
     @wraps(function)
     def tested(*args: Any, **kwargs: Any) -> Any:
