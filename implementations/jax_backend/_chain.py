@@ -93,22 +93,34 @@ def _filter(
     return log_z, last_marginal, weights, inverse_sums
 
 
-def _smooth(last_marginal: Array, weights: Array, inverse_sums: Array, lengths: Array) -> tuple[Array, Array]:
-    """Backward smoothing: unary (B, N, T) and pairwise (N-1, B, T, T) marginals, zero on padding.
+def _smooth(
+    last_marginal: Array, weights: Array, inverse_sums: Array, lengths: Array, summed: bool = False
+) -> tuple[Array, Array]:
+    """Backward smoothing: unary (B, N, T) and pairwise (N-1, B, T, T) marginals, zero on padding;
+    with ``summed`` (static), the pairwise marginals' sum over the steps and the batch (T, T)
+    instead (the gradient of shared transitions), accumulated in the loop: no (N-1, B, T, T)
+    array is zero-filled, written step by step and summed (~0.3 ms of the loss's 2.2 at (64, 50,
+    17), one thread).
 
     Linear in ``last_marginal``: scaling it scales every output (the backward of ``log Z`` passes
     its incoming cotangent this way). Pairwise marginals stay step-major; callers transpose.
     """
     active = position_mask(lengths, weights.shape[0] + 1)[..., None]
 
-    def step(marginal: Array, inputs: tuple[Array, Array, Array]) -> tuple[Array, tuple[Array, Array]]:
+    def step(carry: tuple[Array, Array], inputs: tuple[Array, Array, Array]):
+        marginal, total = carry
         weight, inverse_sum, step_active = inputs  # position i, from the last to 1
         pair = weight * (marginal * inverse_sum)[:, None, :]  # zero past the length
-        return jnp.where(step_active, pair.sum(-1), marginal), (marginal, pair)
+        new = jnp.where(step_active, pair.sum(-1), marginal)
+        if summed:
+            return (new, total + pair.sum(0)), marginal
+        return (new, total), (marginal, pair)
 
-    first, (unary, pairwise) = lax.scan(
-        step, last_marginal, (weights, inverse_sums, jnp.swapaxes(active[:, 1:], 0, 1)), reverse=True
-    )
+    num_tags = last_marginal.shape[-1]
+    inputs = (weights, inverse_sums, jnp.swapaxes(active[:, 1:], 0, 1))
+    total = jnp.zeros((num_tags, num_tags), last_marginal.dtype)
+    (first, total), outputs = lax.scan(step, (last_marginal, total), inputs, reverse=True)
+    unary, pairwise = (outputs, total) if summed else outputs
     unary_t = jnp.concatenate([first[:, None], jnp.swapaxes(unary, 0, 1)], axis=1) * active
     return unary_t, pairwise
 
@@ -138,8 +150,8 @@ def _log_partition_bwd(
     shared: bool, saved: tuple[Array, Array, Array, Array], grad: Array
 ) -> tuple[Array, Array, None, Array, Array]:
     lengths, last_marginal, weights, sums = saved
-    unary, pairwise = _smooth(grad[:, None] * last_marginal, weights, sums, lengths)
-    grad_transitions = pairwise.sum((0, 1)) if shared else jnp.swapaxes(pairwise, 0, 1)
+    unary, pairwise = _smooth(grad[:, None] * last_marginal, weights, sums, lengths, summed=shared)
+    grad_transitions = pairwise if shared else jnp.swapaxes(pairwise, 0, 1)
     return unary, grad_transitions, None, unary[:, 0].sum(0), _last_tag(unary, lengths).sum(0)
 
 

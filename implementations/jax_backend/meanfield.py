@@ -20,7 +20,6 @@ Options are Python values, static under ``jax.jit``.
 
 from __future__ import annotations
 
-import math
 from functools import partial
 
 import jax
@@ -71,22 +70,24 @@ def _setup(
     init: str,
     penalty: float,
 ):
-    """The first iterate ``log r`` (B, N, T), the update step and its error (the largest change of a
-    marginal, (B,)); nothing crosses into padding."""
+    """The first iterate, the update step and its error (the largest change of a marginal, (B,));
+    nothing crosses into padding.
+
+    An iterate is the logits ``z`` (B, N, T) whose softmax is ``r``: one exponential pass per update,
+    where carrying ``log r`` takes two (its ``exp`` and a log-softmax's); the marginals' logs are
+    read off the last logits by a log-softmax, exact where ``r`` underflows (:func:`_log_marginals`).
+    """
     mask = position_mask(lengths, emissions.shape[1])
     scores = _tag_scores(jnp.where(mask[..., None], emissions, 0.0), lengths, start, end)
     transitions = _penalised(transitions, penalty)
     arcs = mask[:, 1:, None].astype(scores.dtype)
-    if init == "unary":
-        initial = jax.nn.log_softmax(scores, axis=-1)
-    else:
-        initial = jnp.full_like(scores, -math.log(scores.shape[-1]))
+    initial = scores if init == "unary" else jnp.zeros_like(scores)
 
-    def step(log_r: Array) -> Array:
-        return jax.nn.log_softmax(scores + _messages(jnp.exp(log_r), transitions, arcs), axis=-1)
+    def step(logits: Array) -> Array:
+        return scores + _messages(jax.nn.softmax(logits, axis=-1), transitions, arcs)
 
-    def error(log_r: Array, previous: Array) -> Array:
-        change = (jnp.exp(log_r) - jnp.exp(previous)) * mask[..., None]
+    def error(logits: Array, previous: Array) -> Array:
+        change = (jax.nn.softmax(logits, axis=-1) - jax.nn.softmax(previous, axis=-1)) * mask[..., None]
         return jnp.abs(change).max((1, 2))
 
     return initial, step, error
@@ -96,7 +97,7 @@ def _setup(
 def _iterate(emissions, transitions, lengths, start, end, *, iterations, init, penalty, tolerance) -> Array:
     """Log marginals ``log r`` (B, N, T) after the last update."""
     initial, step, error = _setup(emissions, transitions, lengths, start, end, init, penalty)
-    return iterate(step, initial, iterations, tolerance, error)
+    return jax.nn.log_softmax(iterate(step, initial, iterations, tolerance, error), axis=-1)
 
 
 @partial(jax.jit, static_argnames=("penalty",))
@@ -159,7 +160,8 @@ def solve(emissions, transitions, lengths, start, end, **options):
 @partial(jax.jit, static_argnames=("iterations", "init", "penalty", "tolerance"))
 def _solve(emissions, transitions, lengths, start, end, *, iterations, init, penalty, tolerance):
     initial, step, error = _setup(emissions, transitions, lengths, start, end, init, penalty)
-    log_r, run, errors = iterate_with_errors(step, initial, iterations, tolerance, error)
+    logits, run, errors = iterate_with_errors(step, initial, iterations, tolerance, error)
+    log_r = jax.nn.log_softmax(logits, axis=-1)
     unary, pairwise = product_marginals(_marginals(log_r, lengths), lengths)
     value = _lower_bound(emissions, transitions, lengths, start, end, log_r, penalty)
     converged = errors[run - 1] <= (tolerance or 0.0)

@@ -11,6 +11,23 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+#: Last dims (of float32 CPU tensors) over whose length torch's max reductions are slow (:func:`largest`).
+SLOW_LAST_DIMS = range(16, 32)
+
+
+def largest(x: Tensor, dim: int, keepdim: bool = False) -> Tensor:
+    """``x.amax(dim, keepdim)``: the same values and gradient, faster where torch's kernel is slow.
+
+    On the CPU, torch 2.13 (AVX-512) reduces float32 slowly where the tensor's last dim holds 16
+    to 31 entries, whichever dim is reduced: 52 µs at (64, 25, 2, 17) over the last dim and 21 µs
+    at (64, 17, 17) over dim 1, one thread, against 16 and 9 µs through float64, conversions
+    included (the float64 kernel is vectorised there; float32 is at 8 µs from 32 entries on). The
+    largest of float32 numbers is exact in float64, so that path changes nothing but the time.
+    """
+    if x.dtype == torch.float32 and x.device.type == "cpu" and x.ndim and x.shape[-1] in SLOW_LAST_DIMS:
+        return x.double().amax(dim, keepdim).float()
+    return x.amax(dim, keepdim)
+
 
 class _LogSumExp(torch.autograd.Function):
     """logsumexp over one dim whose backward is exactly 0 where the result is -inf, at every order.
@@ -23,7 +40,9 @@ class _LogSumExp(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x: Tensor, dim: int) -> Tensor:  # type: ignore[override]
-        result = torch.logsumexp(x, dim)
+        top = largest(x, dim, keepdim=True)
+        shift = torch.where(torch.isfinite(top), top, 0.0)  # an all -inf slice: exp(-inf) = 0
+        result = torch.log(torch.exp(x - shift).sum(dim)).add_(shift.squeeze(dim))
         ctx.save_for_backward(x, result)
         ctx.dim = dim
         return result

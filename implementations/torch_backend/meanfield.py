@@ -16,8 +16,6 @@ field and hard constraints").
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -64,22 +62,24 @@ def _setup(
     init: str,
     penalty: float,
 ):
-    """The first iterate ``log r`` (B, N, T), the update step and its error (the largest change of a
-    marginal, (B,)); nothing crosses into padding."""
+    """The first iterate, the update step and its error (the largest change of a marginal, (B,));
+    nothing crosses into padding.
+
+    An iterate is the logits ``z`` (B, N, T) whose softmax is ``r``: one exponential pass per update,
+    where carrying ``log r`` takes two (its ``exp`` and a log-softmax's); the marginals' logs are
+    read off the last logits by a log-softmax, exact where ``r`` underflows.
+    """
     mask = position_mask(lengths, emissions.shape[1])
     scores = _tag_scores(torch.where(mask.unsqueeze(-1), emissions, 0.0), lengths, start, end)
     transitions = _penalised(transitions, penalty)
     arcs = mask[:, 1:].unsqueeze(-1).to(scores.dtype)
-    if init == "unary":
-        initial = torch.log_softmax(scores, dim=-1)
-    else:
-        initial = torch.full_like(scores, -math.log(scores.shape[-1]))
+    initial = scores if init == "unary" else torch.zeros_like(scores)
 
-    def step(log_r: Tensor) -> Tensor:
-        return torch.log_softmax(scores + _messages(torch.exp(log_r), transitions, arcs), dim=-1)
+    def step(logits: Tensor) -> Tensor:
+        return scores + _messages(torch.softmax(logits, dim=-1), transitions, arcs)
 
-    def error(log_r: Tensor, previous: Tensor) -> Tensor:
-        change = (torch.exp(log_r) - torch.exp(previous)) * mask.unsqueeze(-1)
+    def error(logits: Tensor, previous: Tensor) -> Tensor:
+        change = (torch.softmax(logits, dim=-1) - torch.softmax(previous, dim=-1)) * mask.unsqueeze(-1)
         return change.abs().flatten(1).amax(-1)
 
     return initial, step, error
@@ -88,7 +88,7 @@ def _setup(
 def _iterate(emissions, transitions, lengths, start, end, *, iterations, init, penalty, tolerance) -> Tensor:
     """Log marginals ``log r`` (B, N, T) after the last update."""
     initial, step, error = _setup(emissions, transitions, lengths, start, end, init, penalty)
-    return iterate(step, initial, iterations, tolerance, error)
+    return torch.log_softmax(iterate(step, initial, iterations, tolerance, error), dim=-1)
 
 
 def _lower_bound(emissions, transitions, lengths, start, end, log_r: Tensor, penalty: float) -> Tensor:
@@ -145,7 +145,8 @@ def solve(emissions, transitions, lengths, start, end, *, iterations, init, pena
     """The marginals with their lower bound and the size of each update
     (``implementations.solver.SolverOutput``)."""
     initial, step, error = _setup(emissions, transitions, lengths, start, end, init, penalty)
-    log_r, run, errors = iterate_with_errors(step, initial, iterations, tolerance, error)
+    logits, run, errors = iterate_with_errors(step, initial, iterations, tolerance, error)
+    log_r = torch.log_softmax(logits, dim=-1)
     unary, pairwise = product_marginals(_marginals(log_r, lengths), lengths)
     value = _lower_bound(emissions, transitions, lengths, start, end, log_r, penalty)
     converged = errors[run - 1] <= (tolerance or 0.0)
