@@ -99,20 +99,24 @@ def _smooth(
     its incoming gradient this way).
     """
     active = position_mask(lengths, len(weights) + 1).unsqueeze(-1)
-    num_tags = last_marginal.shape[-1]
+    batch, num_tags = last_marginal.shape
     marginal = last_marginal
     unary, pairwise = [], []
+    total = last_marginal.new_zeros(batch, num_tags, num_tags) if summed else None  # Σ_i pairwise
     for i in range(len(weights), 0, -1):  # position i, from the last to 1
         pair = weights[i - 1] * (marginal * inverse_sums[i - 1]).unsqueeze(1)  # zero past the length
         unary.append(marginal)
-        pairwise.append(pair.sum(0) if summed else pair)
+        if total is not None:
+            total.add_(pair)  # one operator a step: on a GPU each is a kernel launch
+        else:
+            pairwise.append(pair)
         marginal = torch.where(active[:, i], pair.sum(-1), marginal)
     unary.append(marginal)
     unary_t = torch.stack(unary[::-1], dim=1) * active
-    if summed:
-        return unary_t, sum(pairwise, last_marginal.new_zeros(num_tags, num_tags))
+    if total is not None:
+        return unary_t, total.sum(0)
     if not pairwise:  # N = 1: no arcs
-        return unary_t, last_marginal.new_zeros(last_marginal.shape[0], 0, num_tags, num_tags)
+        return unary_t, last_marginal.new_zeros(batch, 0, num_tags, num_tags)
     return unary_t, torch.stack(pairwise[::-1], dim=1)
 
 
