@@ -41,7 +41,9 @@ class _LogSumExp(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, dim: int) -> Tensor:  # type: ignore[override]
         top = largest(x, dim, keepdim=True)
-        shift = torch.where(torch.isfinite(top), top, 0.0)  # an all -inf slice: exp(-inf) = 0
+        # 0 for an infinite top (an all -inf slice: exp(-inf) = 0; a +inf entry: no inf - inf); one
+        # operator, where ``isfinite`` and ``where`` launch five
+        shift = torch.nan_to_num(top, nan=torch.nan, posinf=0.0, neginf=0.0)
         result = torch.log(torch.exp(x - shift).sum(dim)).add_(shift.squeeze(dim))
         ctx.save_for_backward(x, result)
         ctx.dim = dim
