@@ -24,6 +24,7 @@ Per-step arrays are stacked step-major, (N-1, B, ...), as ``lax.scan`` produces 
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -107,7 +108,9 @@ def _smooth(
     """
     active = position_mask(lengths, weights.shape[0] + 1)[..., None]
 
-    def step(carry: tuple[Array, Array], inputs: tuple[Array, Array, Array]):
+    Carry = tuple[Array, Array]  # the marginal at the step, the running sum (``summed``)
+
+    def step(carry: Carry, inputs: tuple[Array, Array, Array]) -> tuple[Carry, Any]:
         marginal, total = carry
         weight, inverse_sum, step_active = inputs  # position i, from the last to 1
         pair = weight * (marginal * inverse_sum)[:, None, :]  # zero past the length
