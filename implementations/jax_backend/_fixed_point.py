@@ -20,24 +20,37 @@ Step = Callable[[State], State]  # state -> next state
 Error = Callable[[State, State], Array]  # (new state, previous state) -> (B,) error or (B, K) records
 
 
-def _keep(done: Array, old: State, new: State) -> State:
-    """``new``, except the sequences that are ``done`` (B,) keep ``old``."""
-    return jax.tree.map(lambda o, n: jnp.where(done.reshape((-1,) + (1,) * (n.ndim - 1)), o, n), old, new)
+def _keep(done: Array, old: State, new: State, batch_dim: int = 0) -> State:
+    """``new``, except the sequences that are ``done`` (B,) keep ``old``; the sequences run along
+    ``batch_dim`` of every array of a state."""
+
+    def keep(o: Array, n: Array) -> Array:
+        shape = [1] * n.ndim
+        shape[batch_dim] = -1
+        return jnp.where(done.reshape(shape), o, n)
+
+    return jax.tree.map(keep, old, new)
 
 
 def iterate(
-    step: Step, state: State, iterations: int, tolerance: float | None = None, error: Error | None = None
+    step: Step,
+    state: State,
+    iterations: int,
+    tolerance: float | None = None,
+    error: Error | None = None,
+    batch_dim: int = 0,
 ) -> State:
     """The state after ``iterations`` steps, or earlier once every sequence is within ``tolerance``
-    (a sequence within it is frozen). ``error`` is needed only with a tolerance."""
+    (a sequence within it is frozen). ``error`` is needed only with a tolerance; the state's
+    arrays hold the sequences along ``batch_dim``."""
     if tolerance is None:
         return lax.scan(lambda state, _: (step(state), None), state, None, length=iterations)[0]
     assert error is not None
-    return iterate_with_errors(step, state, iterations, tolerance, error)[0]
+    return iterate_with_errors(step, state, iterations, tolerance, error, batch_dim)[0]
 
 
 def iterate_with_errors(
-    step: Step, state: State, iterations: int, tolerance: float | None, error: Error
+    step: Step, state: State, iterations: int, tolerance: float | None, error: Error, batch_dim: int = 0
 ) -> tuple[State, int | Array, Array]:
     """As :func:`iterate`, also returning the iterations run (the Python int ``iterations`` without
     a tolerance, else a 0-d array) and the (iterations, B) history of errors, or (iterations, B, K)
@@ -63,7 +76,7 @@ def iterate_with_errors(
         k, state, errors, done = carry
         new = step(state)
         last = _keep(done, errors[jnp.maximum(k - 1, 0)], error(new, state))
-        new = _keep(done, state, new)
+        new = _keep(done, state, new, batch_dim)
         within = (last if last.ndim == 1 else last[:, 0]) <= tolerance
         return k + 1, new, errors.at[k].set(last), done | within
 

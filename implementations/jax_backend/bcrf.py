@@ -51,15 +51,18 @@ def _first_clusters(order: str) -> tuple[int, int]:
     return (2, 1) if order == "odd-even" else (1, 2)
 
 
-def _cluster_shifts(log_in: Array, log_out: Array, active: Array) -> tuple[Array, Array]:
-    """The projection of §3.3 given each node's log in- and out-flow (B, P, T): the shifts (B, P, T)
-    of the log of its in-arcs and of its out-arcs, -inf for a dead tag, 0 outside the clusters
-    (``active`` (B, P, 1) marks them), as in the torch backend (XLA fuses the masks torch avoids)."""
-    log_node = (log_in + log_out) / 2  # log sqrt(in · out): the node's new throughput, unnormalised
-    alive = log_node > -jnp.inf
-    offset = jnp.where(alive, -logsumexp(log_node, axis=-1)[..., None], -jnp.inf)
-    half_gap = jnp.where(alive, (log_out - log_in) / 2, 0.0)
-    return jnp.where(active, offset + half_gap, 0.0), jnp.where(active, offset - half_gap, 0.0)
+def _cluster_shifts(log_in: Array, log_out: Array, active: Array, axis: int = -1) -> tuple[Array, Array]:
+    """The projection of §3.3 given each node's log in- and out-flow (B, P, T), or with the tags
+    along another ``axis``: the shifts of the log of its in-arcs and of its out-arcs, -inf for a
+    dead tag, 0 outside the clusters (``active``, broadcast, marks them), as in the torch backend:
+    each flow moves to the node's new throughput, ``log sqrt(in · out) − log Σ_tags sqrt(in · out)``
+    (a dead tag's -inf flow taken as 0, a dead node's normaliser too)."""
+    log_node = (log_in + log_out) / 2  # log sqrt(in · out), unnormalised
+    throughput = log_node - _finite_or_zero(jnp.expand_dims(logsumexp(log_node, axis=axis), axis))
+    return (
+        jnp.where(active, throughput - _finite_or_zero(log_in), 0.0),
+        jnp.where(active, throughput - _finite_or_zero(log_out), 0.0),
+    )
 
 
 def _project(log_q: Array, lengths: Array, first: int) -> Array:
@@ -156,9 +159,9 @@ def _kernel(transitions: Array, temperature: float) -> _Kernel:
     return _Kernel(log, shift, linear, parities)
 
 
-def _shift(log_x: Array) -> Array:
-    """``max log x`` over the last dim, kept (0 for an all -inf row: a dead position)."""
-    return _finite_or_zero(log_x.max(-1, keepdims=True))
+def _shift(log_x: Array, axis: int = -1) -> Array:
+    """``max log x`` over the tags (``axis``), kept (0 for an all -inf vector: a dead position)."""
+    return _finite_or_zero(log_x.max(axis, keepdims=True))
 
 
 class _Vectors(NamedTuple):
@@ -175,9 +178,9 @@ class _Vectors(NamedTuple):
         return _Vectors(self.log[pick], self.shift[pick], self.linear[pick])
 
 
-def _vectors(log_x: Array) -> _Vectors:
-    """The :class:`_Vectors` of ``log_x`` (…, T)."""
-    shift = _shift(log_x)
+def _vectors(log_x: Array, axis: int = -1) -> _Vectors:
+    """The :class:`_Vectors` of ``log_x``, vectors along ``axis`` ((…, T) by default)."""
+    shift = _shift(log_x, axis)
     return _Vectors(log_x, shift, jnp.exp(log_x - shift))
 
 
@@ -188,13 +191,26 @@ def _unused(log_x: Array) -> Array:
 
 class _Request(NamedTuple):
     """Flows through every arc group of one ``parity``, as in the torch backend: into each tag
-    (``into``) or out of it, given the vectors ``x`` (B, P, T), and ``unused``: 0 for a flow that
-    is read, +inf for one nobody reads."""
+    (``into``) or out of it, given the vectors ``x`` (B, P, T), or (T, P, B) if ``tags_first``
+    (a shared kernel's only: :func:`_tags_first`), and ``unused``: 0 for a flow that is read, +inf
+    for one nobody reads."""
 
     parity: int
     x: _Vectors
     into: bool
     unused: Array
+    tags_first: bool = False
+
+
+def _product(matrices: Array, x: Array, into: bool, tags_first: bool) -> Array:
+    """``K_gᵀ x_g`` (``into``) or ``K_g x_g`` for every group g, of a shared (T, T) kernel (one
+    matrix product for the whole batch) or of ``matrices`` (B, P, T, T), in the layout of ``x``
+    (:class:`_Request`)."""
+    if tags_first:  # one (T, T) × (T, P·B) product
+        return jnp.tensordot(matrices, x, axes=(0 if into else 1, 0))
+    if matrices.ndim == 2:
+        return x @ (matrices if into else matrices.T)
+    return jnp.einsum("bpij,bpi->bpj" if into else "bpij,bpj->bpi", matrices, x)
 
 
 def _flows(kernel: _Kernel, *requests: _Request) -> tuple[Array, ...]:
@@ -202,27 +218,25 @@ def _flows(kernel: _Kernel, *requests: _Request) -> tuple[Array, ...]:
     space each, exact to rounding where it is above ``e^{F/2}``; if some product that is read is
     not, one ``lax.cond`` recomputes every request's flows in log space from the arcs (its outputs
     are O(N T): no arc array is copied through the conditional)."""
-    products = []
-    for r in requests:
-        matrices = kernel.parities[r.parity]
-        if matrices.ndim == 2:
-            products.append(r.x.linear @ (matrices if r.into else matrices.T))
-        else:
-            products.append(jnp.einsum("bpij,bpi->bpj" if r.into else "bpij,bpj->bpi", matrices, r.x.linear))
+    products = [_product(kernel.parities[r.parity], r.x.linear, r.into, r.tags_first) for r in requests]
     half = math.exp(_floor(products[0].dtype) / 2)
     # one reduction per product (``initial``: a batch or parity may hold none)
     read = [jnp.min(p + r.unused, initial=jnp.inf) for p, r in zip(products, requests, strict=True)]
     faint = jnp.stack(read).min() <= half
     return lax.cond(
         faint,
-        lambda: tuple(_exact_flows(kernel, r.parity, r.x.log, r.into) for r in requests),
+        lambda: tuple(_exact_flows(kernel, r.parity, r.x.log, r.into, r.tags_first) for r in requests),
         lambda: tuple(r.x.shift + _safe_log(p) for p, r in zip(products, requests, strict=True)),
     )
 
 
-def _exact_flows(kernel: _Kernel, parity: int, log_x: Array, into: bool) -> Array:
-    """The flows of :func:`_flows` as log-sum-exps over the T arcs of each (B, P, T, T)."""
+def _exact_flows(kernel: _Kernel, parity: int, log_x: Array, into: bool, tags_first: bool) -> Array:
+    """The flows of :func:`_flows` as log-sum-exps over the T arcs of each group, in the layout
+    of ``log_x`` (:class:`_Request`)."""
     log = kernel.log if kernel.log.ndim == 2 else kernel.log[:, parity::2]
+    if tags_first:  # arcs (T_from, T_to, P, B)
+        log = log[..., None, None]
+        return logsumexp(log + log_x[:, None], axis=0) if into else logsumexp(log + log_x[None], axis=1)
     if into:
         return logsumexp(log + log_x[..., :, None], axis=-2)
     return logsumexp(log + log_x[..., None, :], axis=-1)
@@ -256,24 +270,39 @@ def _padding(lengths: Array, num_arcs: int, dtype: Any) -> Array:
 
 #: A scaling-form iterate, ``log q[i, a, b] = log K[i, a, b] + log_v[i, a] + log_u[i+1, b]``: the log
 #: in-scalings ``log_u`` and out-scalings ``log_v`` of every node, -inf for a dead node or tag, each
-#: held by parity (B, 2, ⌈N/2⌉, T), node ``p`` at ``[:, p % 2, p // 2]`` (:func:`_by_parity`), so
-#: that a projection reads and writes contiguous blocks (slices and in-place updates, no gather,
-#: copy or scatter; the loss 20–25 % faster than with (B, N, T) arrays and strided slices). The
-#: kernel is fixed, so the iterations carry the scalings alone.
+#: held by parity: (B, 2, ⌈N/2⌉, T), node ``p`` of sequence ``b`` at ``[b, p % 2, p // 2]``
+#: (:func:`_by_parity`), or with a shared kernel tags first and sequences last, (T, 2, ⌈N/2⌉, B),
+#: node ``p`` at ``[:, p % 2, p // 2, b]`` (:func:`_tags_first`). By parity, a projection reads and
+#: writes blocks (slices and in-place updates, no gather or scatter; the loss 20–25 % faster than
+#: with strided slices of (B, N, T) arrays). Tags first, the shared kernel's products are one
+#: (T, T) × (T, P·B) matrix product, and XLA's elementwise loops run along the batch: along
+#: T = 17 tags they vectorise badly on the CPU (an ``exp`` 1.7 ns an element against 0.35 along
+#: 64 sequences, one thread; the BCRF-10 loss about 40 % faster, derivations §3.12). Per-arc-group
+#: kernels keep the tags last, where their batched products read the matrices fastest. The kernel
+#: is fixed, so the iterations carry the scalings alone.
 Scalings = tuple[Array, Array]
 
 
-def _by_parity(x: Array) -> Array:
-    """(B, N, T) node values held by parity, (B, 2, ⌈N/2⌉, T); an odd N's last slot is -inf."""
+def _tags_first(kernel: _Kernel) -> bool:
+    """Whether a scaling-form iterate on ``kernel`` holds its tags first (:data:`Scalings`): a
+    shared kernel's does."""
+    return kernel.log.ndim == 2
+
+
+def _by_parity(x: Array, tags_first: bool) -> Array:
+    """(B, N, T) node values held by parity, (B, 2, ⌈N/2⌉, T) or ``tags_first`` (T, 2, ⌈N/2⌉, B);
+    an odd N's last slot is -inf."""
     batch, length, num_tags = x.shape
     x = jnp.pad(x, ((0, 0), (0, length % 2), (0, 0)), constant_values=-jnp.inf)
-    return x.reshape(batch, (length + 1) // 2, 2, num_tags).transpose(0, 2, 1, 3)
+    x = x.reshape(batch, (length + 1) // 2, 2, num_tags)
+    return x.transpose(3, 2, 1, 0) if tags_first else x.transpose(0, 2, 1, 3)
 
 
-def _by_position(x: Array, length: int) -> Array:
-    """The (B, N, T) node values of :func:`_by_parity`'s (B, 2, ⌈N/2⌉, T)."""
-    batch, _, half, num_tags = x.shape
-    return x.transpose(0, 2, 1, 3).reshape(batch, 2 * half, num_tags)[:, :length]
+def _by_position(x: Array, length: int, tags_first: bool) -> Array:
+    """The (B, N, T) node values of :func:`_by_parity`'s layout."""
+    x = x.transpose(3, 2, 1, 0) if tags_first else x.transpose(0, 2, 1, 3)
+    batch, half, _, num_tags = x.shape
+    return x.reshape(batch, 2 * half, num_tags)[:, :length]
 
 
 def _scaled_initial(terms: ArcTerms, lengths: Array, temperature: float) -> tuple[_Kernel, Scalings]:
@@ -286,18 +315,18 @@ def _scaled_initial(terms: ArcTerms, lengths: Array, temperature: float) -> tupl
     log_norm = logsumexp(rows + _group_flows(kernel, _vectors(columns), False, unused), axis=-1)
     log_u = jnp.concatenate([edge, columns], axis=1)
     log_v = jnp.concatenate([rows - log_norm[..., None], edge], axis=1)
-    return kernel, (_by_parity(log_u), _by_parity(log_v))
+    tags_first = _tags_first(kernel)
+    return kernel, (_by_parity(log_u, tags_first), _by_parity(log_v, tags_first))
 
 
-def _by_node(scalings: Scalings, num_arcs: int) -> Scalings:
-    """The log scalings of every node (B, N, T) of a scaling-form iterate."""
-    log_u, log_v = scalings
-    return _by_position(log_u, num_arcs + 1), _by_position(log_v, num_arcs + 1)
+def _by_node(kernel: _Kernel, scalings: Scalings, num_arcs: int) -> Scalings:
+    """The log scalings of every node (B, N, T) of a scaling-form iterate on ``kernel``."""
+    return tuple(_by_position(x, num_arcs + 1, _tags_first(kernel)) for x in scalings)
 
 
 def _scaled_log_q(kernel: _Kernel, num_arcs: int, scalings: Scalings) -> Array:
     """``log q`` (B, N-1, T, T) of a scaling-form iterate."""
-    log_u, log_v = _by_node(scalings, num_arcs)
+    log_u, log_v = _by_node(kernel, scalings, num_arcs)
     return kernel.log + log_v[:, :-1][..., :, None] + log_u[:, 1:][..., None, :]
 
 
@@ -315,7 +344,10 @@ def _scaling_projection(kernel: _Kernel, lengths: Array, num_arcs: int, first: i
     nodes = slice(first // 2, first // 2 + count)  # rows of the clusters in their parity
     into, out_of = other, parity  # parity of the groups p - 1 and p
     positions = np.arange(first, first + 2 * count, 2)  # static
-    active = (positions < (lengths - 1)[:, None])[..., None]  # (B, P, 1)
+    tags_first = _tags_first(kernel)
+    axis = 0 if tags_first else -1  # of the tags
+    active = positions < (lengths - 1)[:, None]  # (B, P)
+    active = active.T[None] if tags_first else active[..., None]  # (1, P, B) or (B, P, 1)
     outside = jnp.where(active, 0.0, jnp.inf)
     groups_in = slice((first - 1) // 2, (first - 1) // 2 + count)  # of the parity's groups
     groups_out = slice(first // 2, first // 2 + count)
@@ -333,11 +365,17 @@ def _scaling_projection(kernel: _Kernel, lengths: Array, num_arcs: int, first: i
         unused_out = jnp.pad(unused, ((0, 0), (groups_out.start, pad_out), (0, 0)), constant_values=jnp.inf)
         log_in, log_out = _flows(
             kernel,
-            _Request(into, _vectors(log_v[:, other, :in_groups]), True, unused_in),
-            _Request(out_of, _vectors(log_u[:, other, parity : parity + out_groups]), False, unused_out),
+            _Request(into, _vectors(log_v[:, other, :in_groups], axis), True, unused_in, tags_first),
+            _Request(
+                out_of,
+                _vectors(log_u[:, other, parity : parity + out_groups], axis),
+                False,
+                unused_out,
+                tags_first,
+            ),
         )
         column_shift, row_shift = _cluster_shifts(
-            log_u_p + log_in[:, groups_in], log_v_p + log_out[:, groups_out], active
+            log_u_p + log_in[:, groups_in], log_v_p + log_out[:, groups_out], active, axis
         )
         log_u = log_u.at[:, parity, nodes].set(log_u_p + column_shift)
         log_v = log_v.at[:, parity, nodes].set(log_v_p + row_shift)
@@ -364,7 +402,7 @@ def _scaled_solution(
 ) -> _Solution:
     """The :class:`_Solution` of a scaling-form iterate, with no (B, N-1, T, T) array (torch
     backend: ``Σ_g shift_g Σ q_g + <out flows, rows/τ − log v> + <in flows, columns/τ − log u>``)."""
-    log_u, log_v = _by_node(scalings, terms.rows.shape[1])
+    log_u, log_v = _by_node(kernel, scalings, terms.rows.shape[1])
     padding = _padding(lengths, terms.rows.shape[1], log_u.dtype)
     log_rows = log_v[:, :-1] - padding  # -inf past the length
     log_columns = log_u[:, 1:] - padding
@@ -478,6 +516,7 @@ class _Form(NamedTuple):
     error: Callable[[Any, Any], Array]
     log_q: Callable[[Any], Array]
     solution: Callable[[Any], _Solution]
+    batch_dim: int = 0  # of the state's arrays
 
 
 def _form(terms: ArcTerms, lengths: Array, temperature: float, order: str, form: str) -> _Form:
@@ -505,6 +544,7 @@ def _form(terms: ArcTerms, lengths: Array, temperature: float, order: str, form:
         lambda state, _: error(_scaled_log_q(kernel, num_arcs, state), None),
         partial(_scaled_log_q, kernel, num_arcs),
         partial(_scaled_solution, kernel=kernel, terms=terms, lengths=lengths, temperature=temperature),
+        -1 if _tags_first(kernel) else 0,
     )
 
 
@@ -519,7 +559,7 @@ def _run(
 ) -> tuple[_Form, Any]:
     """The form and its state after ``iterations`` pairs of projections (or to ``tolerance``)."""
     ibp = _form(terms, lengths, temperature, order, form)
-    return ibp, iterate(ibp.step, ibp.initial, iterations, tolerance, ibp.error)
+    return ibp, iterate(ibp.step, ibp.initial, iterations, tolerance, ibp.error, ibp.batch_dim)
 
 
 @partial(jax.custom_vjp, nondiff_argnums=(5, 6, 7, 8, 9))
@@ -638,7 +678,9 @@ def solve(emissions, transitions, lengths, start, end, **options):
 def _solve(emissions, transitions, lengths, start, end, *, iterations, temperature, order, tolerance, form):
     terms = arc_terms(emissions, transitions, lengths, start, end)
     ibp = _form(terms, lengths, temperature, order, form)
-    state, run, errors = iterate_with_errors(ibp.step, ibp.initial, iterations, tolerance, ibp.error)
+    state, run, errors = iterate_with_errors(
+        ibp.step, ibp.initial, iterations, tolerance, ibp.error, ibp.batch_dim
+    )
     pairwise = _arc_marginals(ibp.log_q(state), lengths)
     converged = errors[run - 1] <= (tolerance or 0.0)
     unary = _unary(pairwise, terms.singles, lengths, temperature)

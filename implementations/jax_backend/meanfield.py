@@ -45,14 +45,15 @@ def _penalised(transitions: Array, penalty: float) -> Array:
 
 
 def _messages(r: Array, transitions: Array, arcs: Array) -> Array:
-    """Expected transition scores each position receives from its neighbours, (B, N, T).
+    """Expected transition scores each position receives from its neighbours, (B, N, T), or with
+    shared transitions (T, N, B) (tags first, :func:`_setup`).
 
-    ``arcs`` (B, N-1, 1) is 1 for the arcs inside a sequence, so nothing crosses into padding.
-    Shared transitions use one matrix product for the whole batch.
+    ``arcs`` (B, N-1, 1), or (1, N-1, B), is 1 for the arcs inside a sequence, so nothing crosses
+    into padding. Shared transitions use one (T, T) × (T, (N-1)·B) matrix product for the batch.
     """
     if transitions.ndim == 2:
-        from_left = r[:, :-1] @ transitions  # into positions 1..N-1
-        from_right = r[:, 1:] @ transitions.T  # into positions 0..N-2
+        from_left = jnp.tensordot(transitions, r[:, :-1], axes=(0, 0))  # into positions 1..N-1
+        from_right = jnp.tensordot(transitions, r[:, 1:], axes=(1, 0))  # into positions 0..N-2
     else:
         from_left = jnp.einsum("bia,biac->bic", r[:, :-1], transitions)
         from_right = jnp.einsum("bic,biac->bia", r[:, 1:], transitions)
@@ -70,34 +71,48 @@ def _setup(
     init: str,
     penalty: float,
 ):
-    """The first iterate, the update step and its error (the largest change of a marginal, (B,));
-    nothing crosses into padding.
+    """The first iterate, the update step, its error (the largest change of a marginal, (B,)) and
+    the iterate's batch dim; nothing crosses into padding.
 
     An iterate is the logits ``z`` (B, N, T) whose softmax is ``r``: one exponential pass per update,
     where carrying ``log r`` takes two (its ``exp`` and a log-softmax's); the marginals' logs are
-    read off the last logits by a log-softmax, exact where ``r`` underflows (:func:`_log_marginals`).
+    read off the last logits by a log-softmax, exact where ``r`` underflows (:func:`_batch_first`).
+    With shared transitions it holds the tags first and the sequences last, (T, N, B), as BCRF's
+    scaling form does (its ``Scalings``): XLA's element-wise loops then run along the batch, where
+    along T = 17 tags they vectorise badly on the CPU (:func:`_batch_first` reads it back).
     """
-    mask = position_mask(lengths, emissions.shape[1])
-    scores = _tag_scores(jnp.where(mask[..., None], emissions, 0.0), lengths, start, end)
+    mask = position_mask(lengths, emissions.shape[1])[..., None]  # (B, N, 1)
+    scores = _tag_scores(jnp.where(mask, emissions, 0.0), lengths, start, end)
     transitions = _penalised(transitions, penalty)
-    arcs = mask[:, 1:, None].astype(scores.dtype)
+    tags_first = transitions.ndim == 2
+    if tags_first:
+        scores, mask = scores.transpose(2, 1, 0), mask.transpose(2, 1, 0)
+    tags, batch_dim = (0, -1) if tags_first else (-1, 0)
+    arcs = mask[:, 1:].astype(scores.dtype)
     initial = scores if init == "unary" else jnp.zeros_like(scores)
 
     def step(logits: Array) -> Array:
-        return scores + _messages(jax.nn.softmax(logits, axis=-1), transitions, arcs)
+        return scores + _messages(jax.nn.softmax(logits, axis=tags), transitions, arcs)
 
     def error(logits: Array, previous: Array) -> Array:
-        change = (jax.nn.softmax(logits, axis=-1) - jax.nn.softmax(previous, axis=-1)) * mask[..., None]
-        return jnp.abs(change).max((1, 2))
+        change = (jax.nn.softmax(logits, axis=tags) - jax.nn.softmax(previous, axis=tags)) * mask
+        return jnp.abs(change).max((0, 1) if tags_first else (1, 2))
 
-    return initial, step, error
+    return initial, step, error, batch_dim
+
+
+def _batch_first(logits: Array, batch_dim: int) -> Array:
+    """An iterate's log-softmax, (B, N, T) whatever its layout (:func:`_setup`)."""
+    if batch_dim == 0:
+        return jax.nn.log_softmax(logits, axis=-1)
+    return jax.nn.log_softmax(logits, axis=0).transpose(2, 1, 0)
 
 
 @partial(jax.jit, static_argnames=("iterations", "init", "penalty", "tolerance"))
 def _iterate(emissions, transitions, lengths, start, end, *, iterations, init, penalty, tolerance) -> Array:
     """Log marginals ``log r`` (B, N, T) after the last update."""
-    initial, step, error = _setup(emissions, transitions, lengths, start, end, init, penalty)
-    return jax.nn.log_softmax(iterate(step, initial, iterations, tolerance, error), axis=-1)
+    initial, step, error, batch_dim = _setup(emissions, transitions, lengths, start, end, init, penalty)
+    return _batch_first(iterate(step, initial, iterations, tolerance, error, batch_dim), batch_dim)
 
 
 @partial(jax.jit, static_argnames=("penalty",))
@@ -159,9 +174,9 @@ def solve(emissions, transitions, lengths, start, end, **options):
 
 @partial(jax.jit, static_argnames=("iterations", "init", "penalty", "tolerance"))
 def _solve(emissions, transitions, lengths, start, end, *, iterations, init, penalty, tolerance):
-    initial, step, error = _setup(emissions, transitions, lengths, start, end, init, penalty)
-    logits, run, errors = iterate_with_errors(step, initial, iterations, tolerance, error)
-    log_r = jax.nn.log_softmax(logits, axis=-1)
+    initial, step, error, batch_dim = _setup(emissions, transitions, lengths, start, end, init, penalty)
+    logits, run, errors = iterate_with_errors(step, initial, iterations, tolerance, error, batch_dim)
+    log_r = _batch_first(logits, batch_dim)
     unary, pairwise = product_marginals(_marginals(log_r, lengths), lengths)
     value = _lower_bound(emissions, transitions, lengths, start, end, log_r, penalty)
     converged = errors[run - 1] <= (tolerance or 0.0)

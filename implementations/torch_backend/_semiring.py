@@ -40,11 +40,7 @@ class _LogSumExp(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x: Tensor, dim: int) -> Tensor:  # type: ignore[override]
-        top = largest(x, dim, keepdim=True)
-        # 0 for an infinite top (an all -inf slice: exp(-inf) = 0; a +inf entry: no inf - inf); one
-        # operator, where ``isfinite`` and ``where`` launch five
-        shift = torch.nan_to_num(top, nan=torch.nan, posinf=0.0, neginf=0.0)
-        result = torch.log(torch.exp(x - shift).sum(dim)).add_(shift.squeeze(dim))
+        result = _logsumexp_values(x, dim)
         ctx.save_for_backward(x, result)
         ctx.dim = dim
         return result
@@ -57,9 +53,21 @@ class _LogSumExp(torch.autograd.Function):
         return grad.unsqueeze(ctx.dim) * torch.exp(x - shift), None
 
 
+def _logsumexp_values(x: Tensor, dim: int) -> Tensor:
+    """``log Σ exp(x)`` along ``dim`` (removed), -inf for an all -inf slice."""
+    top = largest(x, dim, keepdim=True)
+    # 0 for an infinite top (an all -inf slice: exp(-inf) = 0; a +inf entry: no inf - inf); one
+    # operator, where ``isfinite`` and ``where`` launch five
+    shift = torch.nan_to_num(top, nan=torch.nan, posinf=0.0, neginf=0.0)
+    return torch.log(torch.exp(x - shift).sum(dim)).add_(shift.squeeze(dim))
+
+
 def logsumexp(x: Tensor, dim: int) -> Tensor:
-    """``log Σ exp(x)`` along ``dim`` (removed), -inf for an all -inf slice, finite gradients."""
-    return _LogSumExp.apply(x, dim)
+    """``log Σ exp(x)`` along ``dim`` (removed), -inf for an all -inf slice, finite gradients
+    (the values alone, without an autograd node, where autograd does not record ``x``)."""
+    if torch.is_grad_enabled() and x.requires_grad:
+        return _LogSumExp.apply(x, dim)
+    return _logsumexp_values(x, dim)
 
 
 def log_matmul(a: Tensor, b: Tensor) -> Tensor:

@@ -56,19 +56,21 @@ def _first_clusters(order: str) -> tuple[int, int]:
     return (2, 1) if order == "odd-even" else (1, 2)
 
 
-def _cluster_shifts(log_in: Tensor, log_out: Tensor, inside: Tensor) -> tuple[Tensor, Tensor]:
-    """The projection of §3.3 given each node's log in- and out-flow (B, P, T): the shifts (B, P, T)
-    of the log of its in-arcs and of its out-arcs, -inf for a dead tag, 0 outside the clusters
-    (``inside`` (B, P, 1): 1 for a cluster, 0 elsewhere), as in the JAX backend.
+def _cluster_shifts(flows: Tensor, inside: Tensor, dim: int = -1) -> Tensor:
+    """The projection of §3.3 given each node's log in- and out-flow, stacked (B, 2, P, T) (in
+    first), or (T, 2, P, B) with the tags first (``dim`` 0 of the flows of one side): the shifts
+    of the log of its in-arcs and of its out-arcs, stacked alike; -inf for a dead tag, 0 outside
+    the clusters (``inside``, broadcast: 1 for a cluster, 0 elsewhere).
 
-    Written without boolean masks (``where`` with a broadcast condition costs 46 µs at (64, 25, 17)
-    on one thread, a multiply 5): a dead tag (-inf node flow) is found as ``x − finite(x)``, 0 or
-    -inf, and the shifts outside the clusters are multiplied by 0 (:func:`_inside_only`)."""
-    log_node = (log_in + log_out).mul_(0.5)  # log sqrt(in · out): the node's new throughput, unnormalised
-    dead = log_node - _finite_or_zero(log_node)  # 0, or -inf for a dead tag (NaN stays NaN)
-    offset = dead.sub_(_finite_or_zero(logsumexp(log_node, dim=-1)).unsqueeze(-1))  # a dead node: all -inf
-    half_gap = torch.nan_to_num((log_out - log_in).mul_(0.5), nan=0.0, posinf=0.0, neginf=0.0)  # 0 if dead
-    return _inside_only(offset + half_gap, inside), _inside_only(offset - half_gap, inside)
+    Each flow moves to the node's new throughput, the normalised geometric mean of its two flows,
+    ``log sqrt(in · out) − log Σ_tags sqrt(in · out)``. A dead tag's (a -inf flow) is -inf, and so
+    is its shift (its -inf flow taken as 0); a dead node's normaliser is taken as 0. Written
+    without boolean masks (``where`` with a broadcast condition costs 46 µs at (64, 25, 17) on one
+    thread, a multiply 5): the shifts outside the clusters are multiplied by 0
+    (:func:`_inside_only`)."""
+    log_node = (flows[:, 0] + flows[:, 1]).mul_(0.5)  # log sqrt(in · out), unnormalised
+    throughput = log_node - _finite_or_zero(logsumexp(log_node, dim=dim)).unsqueeze(dim)
+    return _inside_only(throughput.unsqueeze(1) - _finite_or_zero(flows), inside)
 
 
 def _inside_only(shifts: Tensor, inside: Tensor) -> Tensor:
@@ -93,8 +95,9 @@ def _project(log_q: Tensor, lengths: Tensor, first: int) -> Tensor:
     out_of = slice(first, first + 2 * count, 2)  # groups p
     log_in = logsumexp(log_q[:, into], dim=-2)  # (B, P, T) in-flow of each node
     log_out = logsumexp(log_q[:, out_of], dim=-1)  # (B, P, T) out-flow of each node
-    active = (positions < (lengths - 1).unsqueeze(-1)).unsqueeze(-1)  # (B, P, 1)
-    column_shift, row_shift = _cluster_shifts(log_in, log_out, active.to(log_q.dtype))
+    active = (positions < (lengths - 1).unsqueeze(-1))[:, None, :, None]  # (B, 1, P, 1)
+    flows = torch.stack([log_in, log_out], dim=1)
+    column_shift, row_shift = _cluster_shifts(flows, active.to(log_q.dtype)).unbind(1)
     columns = log_q.new_zeros(batch, num_arcs, num_tags).index_copy(1, positions - 1, column_shift)
     rows = log_q.new_zeros(batch, num_arcs, num_tags).index_copy(1, positions, row_shift)
     return log_q + (rows.unsqueeze(-1) + columns.unsqueeze(-2))
@@ -141,12 +144,15 @@ class _Kernel(NamedTuple):
     ``transitions/τ``, per group where they are per group). Entries under the dtype's smallest
     normal number are flushed to 0 (subnormals are slow). ``parities`` holds ``(K, Kᵀ)``, each
     contiguous, for the even and the odd groups, so that either product reads contiguous memory in
-    the layout its fastest routine wants (:func:`_product`); shared, the same pair for both."""
+    the layout its fastest routine wants (:func:`_product`); shared, the same pair for both.
+    ``vouched``: every entry is at least ``e^{F/2}``, so that every product with a vector whose
+    largest entry is 1 is too, and :func:`_flows` need not test them."""
 
     scaled: Tensor  # transitions/τ, (T, T) or (B, N-1, T, T)
     shift: Tensor  # () or (B, N-1)
     linear: Tensor  # exp(log), flushed
     parities: tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]  # (K, Kᵀ) of groups 0, 2, ... and 1, 3, ...
+    vouched: bool
 
     def log(self, parity: int | None = None) -> Tensor:
         """``log K = transitions/τ − shift`` (of the groups of one ``parity`` if given and the
@@ -194,14 +200,16 @@ def _kernel(transitions: Tensor, temperature: float) -> _Kernel:
         linear = torch.threshold(torch.exp(log), tiny, 0.0)
     else:  # in place on one fresh array: a per-arc kernel is as large as the arcs
         linear = torch.nn.functional.threshold_(log.exp_(), tiny, 0.0)
+    # one read-back a call (where a GPU defers the tests, a failed one would run the call again)
+    vouched = bool(linear.numel()) and bool(linear.detach().amin() > math.exp(_floor(linear.dtype) / 2))
     if shared:
         pair = (linear, linear.T.contiguous())
-        return _Kernel(scaled, shift, linear, (pair, pair))
+        return _Kernel(scaled, shift, linear, (pair, pair), vouched)
     parities = tuple(
         (part.contiguous(), part.transpose(-1, -2).contiguous())
         for part in (linear[:, 0::2], linear[:, 1::2])
     )
-    return _Kernel(scaled, shift, linear, parities)
+    return _Kernel(scaled, shift, linear, parities, vouched)
 
 
 #: From this many tags on, a batch of matrix–vector products ``M x`` is faster as row vector
@@ -249,12 +257,17 @@ def _fused_row_products(matrices: Tensor, vectors: Tensor) -> Tensor:
     return _row_products(matrices, vectors)
 
 
-def _product(kernel: Tensor, transposed: Tensor, vectors: Tensor, into: bool) -> Tensor:
+def _product(
+    kernel: Tensor, transposed: Tensor, vectors: Tensor, into: bool, tags_first: bool = False
+) -> Tensor:
     """(B, P, T): ``K_gᵀ x_g`` (``into``: what flows into each tag) or ``K_g x_g`` (out of it) for
     every group g, given ``transposed``, the same matrices transposed and contiguous;
-    ``vectors`` (B, P, T). A shared (T, T) kernel is one matrix product for all groups; a large
+    ``vectors`` (B, P, T), or (T, P, B) if ``tags_first`` (a shared kernel only: the result is then
+    (T, P, B) too). A shared (T, T) kernel is one matrix product for all groups; a large
     per-position one (``FUSED_FROM``) a compiled multiply–sum over the rows of ``M``; a smaller one
     a batched matmul in the layout that is faster at its size (``ROW_VECTOR_FROM``)."""
+    if tags_first:  # one (T, T) × (T, P·B) product
+        return ((transposed if into else kernel) @ vectors.flatten(1)).view(vectors.shape)
     if kernel.ndim == 2:
         return vectors @ (kernel if into else transposed)
     matrices, rows = (transposed, kernel) if into else (kernel, transposed)  # M and Mᵀ
@@ -265,9 +278,9 @@ def _product(kernel: Tensor, transposed: Tensor, vectors: Tensor, into: bool) ->
     return torch.matmul(matrices, vectors.unsqueeze(-1)).squeeze(-1)
 
 
-def _shift(log_x: Tensor) -> Tensor:
-    """``max log x`` over the last dim, kept (0 for an all -inf row: a dead position)."""
-    return _finite_or_zero(largest(log_x, -1, keepdim=True))
+def _shift(log_x: Tensor, dim: int = -1) -> Tensor:
+    """``max log x`` over the tags (``dim``), kept (0 for an all -inf vector: a dead position)."""
+    return _finite_or_zero(largest(log_x, dim, keepdim=True))
 
 
 class _Vectors(NamedTuple):
@@ -279,14 +292,15 @@ class _Vectors(NamedTuple):
     linear: Tensor
 
     def rows(self, rows: slice, side: int | None = None) -> _Vectors:
-        """The vectors of ``rows`` (dim 1), of one ``side`` (dim 2) if stacked."""
-        pick = (slice(None), rows) if side is None else (slice(None), rows, side)
+        """The vectors of ``rows`` (dim 1), or of one ``side`` (dim 1) and ``rows`` (dim 2) if
+        stacked."""
+        pick = (slice(None), rows) if side is None else (slice(None), side, rows)
         return _Vectors(self.log[pick], self.shift[pick], self.linear[pick])
 
 
-def _vectors(log_x: Tensor) -> _Vectors:
-    """The :class:`_Vectors` of ``log_x`` (…, T)."""
-    shift = _shift(log_x)
+def _vectors(log_x: Tensor, dim: int = -1) -> _Vectors:
+    """The :class:`_Vectors` of ``log_x``, vectors along ``dim`` ((…, T) by default)."""
+    shift = _shift(log_x, dim)
     return _Vectors(log_x, shift, torch.exp(log_x - shift))
 
 
@@ -298,14 +312,16 @@ def _unused(log_x: Tensor) -> Tensor:
 
 class _Request(NamedTuple):
     """Flows through every arc group of one ``parity``: into each tag (``into``, ``K_gᵀ x_g``) or
-    out of it (``K_g x_g``), given the vectors ``x`` (B, P, T) for each group, and ``unused``
-    (broadcast to (B, P, T)): 0 for a flow that is read, +inf for one nobody reads (a dead tag's,
-    or a node's outside the clusters)."""
+    out of it (``K_g x_g``), given the vectors ``x`` (B, P, T) for each group, or (T, P, B) if
+    ``tags_first`` (a shared kernel's only: :func:`_tags_first`), and ``unused`` (broadcast to
+    their shape): 0 for a flow that is read, +inf for one nobody reads (a dead tag's, or a node's
+    outside the clusters); ``None`` where the kernel is vouched for (no test reads it)."""
 
     parity: int
     x: _Vectors
     into: bool
-    unused: Tensor
+    unused: Tensor | None
+    tags_first: bool = False
 
 
 #: While a list, :func:`_flows` defers its exactness test: it appends the smallest product each
@@ -360,22 +376,31 @@ def _flows(kernel: _Kernel, *requests: _Request) -> tuple[Tensor, ...]:
     kernel entry and every ``e^{x − max}`` is at most 1 and a term lost to underflow is under
     ``e^F``, so a product above ``e^{F/2}`` is exact to rounding; if some product that is read is
     not, every request's flows are recomputed in log space from the arcs (:func:`_exact_flows`).
-    Under :func:`_tested_once` the test is deferred and the linear-space flows returned."""
-    products = [_product(*kernel.parities[r.parity], r.x.linear, r.into) for r in requests]
-    minima = [(p + r.unused).detach().amin() for p, r in zip(products, requests, strict=True) if p.numel()]
+    Under :func:`_tested_once` the test is deferred and the linear-space flows returned. A vouched
+    kernel's products need no test (:class:`_Kernel`)."""
+    products = [_product(*kernel.parities[r.parity], r.x.linear, r.into, r.tags_first) for r in requests]
+    minima = (
+        []
+        if kernel.vouched
+        else [(p + r.unused).detach().amin() for p, r in zip(products, requests, strict=True) if p.numel()]
+    )
     deferred = _deferred_minima.get()
     if deferred is not None:
         deferred.extend(minima)
     elif minima:
         smallest, half = _smallest(minima)
         if bool((smallest <= half).any()):
-            return tuple(_exact_flows(kernel, r.parity, r.x.log, r.into) for r in requests)
+            return tuple(_exact_flows(kernel, r.parity, r.x.log, r.into, r.tags_first) for r in requests)
     return tuple(r.x.shift + _safe_log(p) for p, r in zip(products, requests, strict=True))
 
 
-def _exact_flows(kernel: _Kernel, parity: int, log_x: Tensor, into: bool) -> Tensor:
-    """The flows of :func:`_flows` as log-sum-exps over the T arcs of each (B, P, T, T)."""
+def _exact_flows(kernel: _Kernel, parity: int, log_x: Tensor, into: bool, tags_first: bool) -> Tensor:
+    """The flows of :func:`_flows` as log-sum-exps over the T arcs of each group, in the layout
+    of ``log_x`` (:class:`_Request`)."""
     log = kernel.log(parity)
+    if tags_first:  # arcs (T_from, T_to, P, B)
+        log = log[..., None, None]
+        return logsumexp(log + log_x.unsqueeze(1), dim=0) if into else logsumexp(log + log_x, dim=1)
     if into:
         return logsumexp(log + log_x.unsqueeze(-1), dim=-2)
     return logsumexp(log + log_x.unsqueeze(-2), dim=-1)
@@ -383,9 +408,10 @@ def _exact_flows(kernel: _Kernel, parity: int, log_x: Tensor, into: bool) -> Ten
 
 def _group_flows(kernel: _Kernel, x: _Vectors, into: bool, unused: Tensor) -> Tensor:
     """The flows of :func:`_flows` through every arc group (B, N-1, T), given the vectors ``x``
-    (B, N-1, T) for each: both parities' products, interleaved."""
+    (B, N-1, T) for each, in the iterate's layout ((T, N-1, B) where :func:`_tags_first`): both
+    parities' products, interleaved."""
     if kernel.scaled.ndim == 2:
-        return _flows(kernel, _Request(0, x, into, unused))[0]
+        return _flows(kernel, _Request(0, x, into, unused, _tags_first(kernel)))[0]
     requests = [_Request(p, x.rows(slice(p, None, 2)), into, unused[:, p::2]) for p in (0, 1)]
     return _interleaved(*_flows(kernel, *requests))
 
@@ -399,26 +425,55 @@ def _interleaved(even: Tensor, odd: Tensor) -> Tensor:
 
 
 #: A scaling-form iterate, ``log q[i, a, b] = log K[i, a, b] + log_v[i, a] + log_u[i+1, b]``: the log
-#: in-scalings ``log_u`` and out-scalings ``log_v`` of every node, stacked (``[:, k, 0] = log_u``,
-#: ``[:, k, 1] = log_v`` of node ``2k + parity``) as the even nodes' (B, ⌈N/2⌉, 2, T) and the odd
-#: nodes' (B, ⌊N/2⌋, 2, T), so that a projection reads and writes whole contiguous arrays; -inf
-#: marks a dead node or tag. The kernel is fixed, so the iterations carry the scalings alone.
+#: in-scalings ``log_u`` and out-scalings ``log_v`` of every node, stacked (``[:, 0, k] = log_u``,
+#: ``[:, 1, k] = log_v`` of node ``2k + parity``) as the even nodes' (B, 2, ⌈N/2⌉, T) and the odd
+#: nodes' (B, 2, ⌊N/2⌋, T), so that a projection reads and writes whole contiguous arrays; -inf
+#: marks a dead node or tag. With a shared kernel the batch and the tags swap places, (T, 2,
+#: ⌈N/2⌉, B) and (T, 2, ⌊N/2⌋, B) (:func:`_tags_first`): the kernel's products are then one
+#: (T, T) × (T, P·B) matrix product of a view, and the reductions over the tags run along
+#: contiguous rows of sequences, where over a last dim of 16–31 tags torch reduces float32 slowly
+#: (``largest``: 2.5 µs at (17, 25, 64) over dim 0 against 9.5 at (64, 25, 17) over the last
+#: through float64, one thread; derivations §3.12). The kernel is fixed, so the iterations carry
+#: the scalings alone.
 Scalings = tuple[Tensor, Tensor]
+
+
+def _tags_first(kernel: _Kernel) -> bool:
+    """Whether a scaling-form iterate on ``kernel`` holds its tags first (:data:`Scalings`): a
+    shared kernel's does."""
+    return kernel.scaled.ndim == 2
+
+
+def _tag_dim(kernel: _Kernel) -> int:
+    """The dim of the tags in an iterate's (…, P, …) arrays on ``kernel``."""
+    return 0 if _tags_first(kernel) else -1
+
+
+def _in_layout(kernel: _Kernel, x: Tensor, contiguous: bool = True) -> Tensor:
+    """``x`` (B, …, T) in the layout of an iterate on ``kernel``: itself, or (T, …, B) where
+    :func:`_tags_first`, contiguous (a transposing copy) unless told not to be (a view); applied
+    to such an array, the way back."""
+    if not _tags_first(kernel):
+        return x
+    swapped = x.transpose(0, -1)
+    return swapped.contiguous() if contiguous else swapped
 
 
 def _scaled_initial(terms: ArcTerms, lengths: Tensor, temperature: float) -> tuple[_Kernel, Scalings]:
     """``log q = w/τ`` with every arc group normalised, in scaling form: the unaries in the
     scalings (the rows' less the group's log-sum-exp, ``log_v[i] = rows[i]/τ − log Z_i`` and
-    ``log_u[i+1] = columns[i]/τ``), the transitions alone in the kernel."""
+    ``log_u[i+1] = columns[i]/τ``), the transitions alone in the kernel; in the iterate's layout
+    from the start (:data:`Scalings`)."""
     kernel = _kernel(terms.transitions, temperature)
-    edge = terms.rows.new_zeros(terms.rows.shape[0], 1, terms.rows.shape[-1])
-    rows, columns = _scaled(terms.rows, temperature), _scaled(terms.columns, temperature)
-    unused = _unused(rows) + _padding(lengths, rows.shape[1], rows.dtype)
-    log_norm = logsumexp(rows + _group_flows(kernel, _vectors(columns), False, unused), dim=-1)
+    dim = _tag_dim(kernel)
+    rows, columns = (_in_layout(kernel, _scaled(x, temperature)) for x in (terms.rows, terms.columns))
+    edge = rows.new_zeros(rows.shape[0], 1, rows.shape[-1])
+    unused = _unused(rows) + _in_layout(kernel, _padding(lengths, rows.shape[1], rows.dtype))
+    log_norm = logsumexp(rows + _group_flows(kernel, _vectors(columns, dim), False, unused), dim=dim)
     log_u = torch.cat([edge, columns], dim=1)
-    log_v = torch.cat([rows - log_norm.unsqueeze(-1), edge], dim=1)
-    scalings = torch.stack([log_u, log_v], dim=2)  # (B, N, 2, T)
-    return kernel, (scalings[:, 0::2].contiguous(), scalings[:, 1::2].contiguous())
+    log_v = torch.cat([rows - log_norm.unsqueeze(dim), edge], dim=1)
+    scalings = torch.stack([log_u, log_v], dim=1)  # (B, 2, N, T) or (T, 2, N, B)
+    return kernel, (scalings[:, :, 0::2].contiguous(), scalings[:, :, 1::2].contiguous())
 
 
 def _padding(lengths: Tensor, num_arcs: int, dtype: torch.dtype) -> Tensor:
@@ -431,19 +486,23 @@ def _group_mask(lengths: Tensor, num_arcs: int) -> Tensor:
     return position_mask(lengths - 1, num_arcs).unsqueeze(-1)
 
 
-def _scaled_rows_and_columns(scalings: Scalings, lengths: Tensor) -> tuple[_Vectors, _Vectors]:
-    """The :class:`_Vectors` of a scaling-form iterate's rows ``log v`` and columns ``log u`` of
-    every arc group (B, N-1, T), -inf past each sequence's length."""
-    log_u, log_v = _interleaved(*scalings).unbind(2)
-    padding = _padding(lengths, log_u.shape[1] - 1, log_u.dtype)
-    return _vectors(log_v[:, :-1] - padding), _vectors(log_u[:, 1:] - padding)
+def _scaled_rows_and_columns(
+    kernel: _Kernel, scalings: Scalings, lengths: Tensor
+) -> tuple[_Vectors, _Vectors]:
+    """The :class:`_Vectors` of the rows ``log v`` and columns ``log u`` of every arc group
+    (B, N-1, T) of a scaling-form iterate on ``kernel``, in its layout ((T, N-1, B) where
+    :func:`_tags_first`), -inf past each sequence's length."""
+    log_u, log_v = _interleaved(*(x.transpose(1, 2) for x in scalings)).unbind(2)  # (B, N, T) or (T, N, B)
+    padding = _in_layout(kernel, _padding(lengths, log_u.shape[1] - 1, log_u.dtype))
+    dim = _tag_dim(kernel)
+    return _vectors(log_v[:, :-1] - padding, dim), _vectors(log_u[:, 1:] - padding, dim)
 
 
 def _scaled_marginals(kernel: _Kernel, lengths: Tensor, scalings: Scalings) -> Tensor:
     """q (B, N-1, T, T), zero on padding, of a scaling-form iterate: ``K ⊙ e^{s} ṽ ũᵀ``
     (:func:`_arc_gradient` with unit weights), two multiplications per arc in linear space where
     ``log q`` cost two additions, an ``exp`` and a mask, each writing a new (B, N-1, T, T) array."""
-    rows, columns = _scaled_rows_and_columns(scalings, lengths)
+    rows, columns = _scaled_rows_and_columns(kernel, scalings, lengths)
     return _arc_gradient((kernel, rows, columns), rows.log.new_ones(len(lengths)), shared=False)
 
 
@@ -453,50 +512,58 @@ def _scaling_projection(kernel: _Kernel, lengths: Tensor, num_arcs: int, first: 
     Node p's in-flow is ``u_p ⊙ (K_{p-1}ᵀ v_{p-1})`` and its out-flow ``v_p ⊙ (K_p u_{p+1})``: two
     batched matrix–vector products (:func:`_flows`, exact to rounding) over every group of a
     parity, then the shifts of §3.3 (:func:`_cluster_shifts`) move the log scalings of every node
-    of the parity (0 outside the clusters), not the arcs. Node ``2k + parity`` is row k of its
-    parity's scalings; its in-group ``p − 1`` is row ``k − 1 + parity`` of the other parity's
-    groups and its out-group p row k of its own; its neighbours are rows ``k − 1 + parity`` and
-    ``k + parity`` of the other parity's nodes."""
+    of the parity (0 outside the clusters), not the arcs: a node's log in-flow is its log
+    in-scaling plus its product's, added in place into the node's rows (a node with no such arc
+    group is outside the clusters). Node ``2k + parity`` is row k of its parity's scalings; its
+    in-group ``p − 1`` is row ``k − 1 + parity`` of the other parity's groups and its out-group p
+    row k of its own; its neighbours are rows ``k − 1 + parity`` and ``k + parity`` of the other
+    parity's nodes."""
     parity, other = first % 2, 1 - first % 2
+    tags_first, dim = _tags_first(kernel), _tag_dim(kernel)
     nodes = torch.arange(parity, num_arcs + 1, 2, device=lengths.device)
-    active = ((nodes >= 1) & (nodes < (lengths - 1).unsqueeze(-1))).unsqueeze(-1)  # (B, P, 1)
+    active = (nodes >= 1) & (nodes < (lengths - 1).unsqueeze(-1))  # (B, P)
+    active = active.T.unsqueeze(0) if tags_first else active.unsqueeze(-1)  # (1, P, B) or (B, P, 1)
+    active = active.unsqueeze(1)  # the side: (1, 1, P, B) or (B, 1, P, 1)
     count, clusters = len(nodes), len(range(first, num_arcs, 2))
     in_groups, out_groups = len(range(other, num_arcs, 2)), len(range(parity, num_arcs, 2))
     first_in = 1 - parity  # the row of the node the other parity's first group flows into
-    dtype = kernel.linear.dtype
-    inside = active.to(dtype)  # (B, P, 1): 1 inside the clusters
-    outside = torch.where(active, 0.0, math.inf).to(dtype)  # (B, P, 1): +inf outside them
+    dtype, num_tags = kernel.linear.dtype, kernel.linear.shape[-1]
+    # 1 inside the clusters, in the shape of the scalings (a broadcast multiply is 3× slower)
+    shape = (num_tags, 2, count, len(lengths)) if tags_first else (len(lengths), 2, count, num_tags)
+    inside = active.to(dtype).expand(shape).contiguous()
+    # +inf outside them (read by the exactness tests alone)
+    outside = None if kernel.vouched else torch.where(active[:, 0], 0.0, math.inf).to(dtype)
 
     def project(scalings: Scalings) -> Scalings:
         if clusters == 0:
             return scalings
-        log_u, log_v = scalings[parity].unbind(2)
-        theirs = _vectors(scalings[other])
+        mine, theirs = scalings[parity], _vectors(scalings[other], dim)
         # +inf for the flows of dead tags and of nodes outside the clusters: nobody reads them
-        unused = _unused(log_u + log_v) + outside
-        log_in, log_out = _flows(
+        unused = None if kernel.vouched else _unused(mine[:, 0] + mine[:, 1]) + outside
+        products = _flows(
             kernel,
             _Request(
-                other, theirs.rows(slice(0, in_groups), 1), True, unused[:, first_in : first_in + in_groups]
+                other,
+                theirs.rows(slice(0, in_groups), 1),
+                True,
+                None if unused is None else unused[:, first_in : first_in + in_groups],
+                tags_first,
             ),
             _Request(
-                parity, theirs.rows(slice(parity, parity + out_groups), 0), False, unused[:, :out_groups]
+                parity,
+                theirs.rows(slice(parity, parity + out_groups), 0),
+                False,
+                None if unused is None else unused[:, :out_groups],
+                tags_first,
             ),
         )
-        column_shift, row_shift = _cluster_shifts(
-            log_u + _aligned(log_in, first_in, count), log_v + _aligned(log_out, 0, count), inside
-        )
-        new = torch.stack([column_shift.add_(log_u), row_shift.add_(log_v)], dim=2)
+        flows = mine.clone()  # the nodes' log flows: their log scalings plus the products'
+        flows[:, 0, first_in : first_in + in_groups].add_(products[0])
+        flows[:, 1, :out_groups].add_(products[1])
+        new = mine + _cluster_shifts(flows, inside, dim)
         return (new, scalings[1]) if parity == 0 else (scalings[0], new)
 
     return project
-
-
-def _aligned(flows: Tensor, front: int, count: int) -> Tensor:
-    """``flows`` (B, P, T) placed at rows ``front .. front + P`` of (B, count, T), 0 elsewhere (the
-    nodes with no such arc group, which a projection leaves unchanged)."""
-    back = count - front - flows.shape[1]
-    return torch.nn.functional.pad(flows, (0, 0, front, back)) if front or back else flows
 
 
 class _Solution(NamedTuple):
@@ -504,7 +571,8 @@ class _Solution(NamedTuple):
     into each tag's columns of every arc group (B, N-1, T), zero past a sequence's length, and the
     arcs, for :func:`_arc_gradient`: the arc marginals q (B, N-1, T, T) or, in scaling form, the
     kernel with the :class:`_Vectors` of the rows' and columns' log scalings (B, N-1, T) (-inf past
-    the length), which the flows have already read."""
+    the length; in the iterate's layout, (T, N-1, B) where :func:`_tags_first`), which the flows
+    have already read."""
 
     value: Tensor
     out_flows: Tensor
@@ -519,18 +587,22 @@ def _scaled_solution(
     ``log q = log K + log v ⊕ log u`` and ``w/τ = transitions/τ + rows/τ ⊕ columns/τ``,
     ``Σ q (w/τ − log q) = Σ_g shift_g Σ q_g + <out flows, rows/τ − log v>``
     ``+ <in flows, columns/τ − log u>``."""
-    rows, columns = _scaled_rows_and_columns(scalings, lengths)
+    rows, columns = _scaled_rows_and_columns(kernel, scalings, lengths)
     log_rows, log_columns = rows.log, columns.log
     out_flows = torch.exp(log_rows + _group_flows(kernel, columns, False, _unused(log_rows)))
     in_flows = torch.exp(log_columns + _group_flows(kernel, rows, True, _unused(log_columns)))
-    row_gaps = _gaps(_scaled(terms.rows, temperature), log_rows)
-    column_gaps = _gaps(_scaled(terms.columns, temperature), log_columns)
+    row_gaps = _gaps(_in_layout(kernel, _scaled(terms.rows, temperature), contiguous=False), log_rows)
+    column_gaps = _gaps(
+        _in_layout(kernel, _scaled(terms.columns, temperature), contiguous=False), log_columns
+    )
+    tags, positions = _tag_dim(kernel), 0 if _tags_first(kernel) else -1
     value = (
-        (kernel.shift * out_flows.sum(-1)).sum(-1)
-        + _inner(out_flows, row_gaps)
-        + _inner(in_flows, column_gaps)
+        (kernel.shift * out_flows.sum(tags)).sum(positions)
+        + _inner(out_flows, row_gaps, _tags_first(kernel))
+        + _inner(in_flows, column_gaps, _tags_first(kernel))
     )
     value = torch.where(lengths == 1, logsumexp(terms.singles / temperature, dim=-1), value)
+    out_flows, in_flows = (_in_layout(kernel, x, contiguous=False) for x in (out_flows, in_flows))
     return _Solution(value, out_flows, in_flows, (kernel, rows, columns))
 
 
@@ -561,12 +633,21 @@ def _arc_gradient(arcs: Tensor | tuple[_Kernel, _Vectors, _Vectors], weights: Te
         weighted = weights[:, None, None, None] * arcs
         return weighted.sum((0, 1)) if shared else weighted
     kernel, rows, columns = arcs
-    log_scale = rows.shift + columns.shift  # (B, N-1, 1)
-    if log_scale.numel() and float(log_scale.detach().amax()) > -_floor(log_scale.dtype) / 2:
+    tags_first = _tags_first(kernel)
+    log_scale = rows.shift + columns.shift  # (B, N-1, 1), or (1, N-1, B) tags first
+    in_log_space = log_scale.numel() and float(log_scale.detach().amax()) > -_floor(log_scale.dtype) / 2
+    if tags_first and (in_log_space or not shared):  # the per-arc formulas read (B, N-1, T) vectors
+        rows, columns = (
+            _Vectors(*(_in_layout(kernel, x, contiguous=False) for x in v)) for v in (rows, columns)
+        )
+        log_scale, tags_first = rows.shift + columns.shift, False
+    if in_log_space:
         log_q = (kernel.log() + rows.log.unsqueeze(-1)).add_(columns.log.unsqueeze(-2))
         return _arc_gradient(torch.exp(log_q), weights, shared)
-    rows = rows.linear * (weights[:, None, None] * torch.exp(log_scale))
+    rows = rows.linear * ((weights if tags_first else weights[:, None, None]) * torch.exp(log_scale))
     columns = columns.linear
+    if tags_first:  # shared: (T, (N-1)·B) × ((N-1)·B, T)
+        return (rows.flatten(1) @ columns.flatten(1).T) * kernel.linear
     if shared:
         return (rows.flatten(0, 1).T @ columns.flatten(0, 1)) * kernel.linear
     arcs = kernel.linear * rows.unsqueeze(-1)
@@ -585,6 +666,7 @@ class _Form(NamedTuple):
     error: Callable[[Any, Any], Tensor]
     marginals: Callable[[Any], Tensor]
     solution: Callable[[Any], _Solution]
+    batch_dim: int = 0  # of the state's arrays
 
 
 def _form(terms: ArcTerms, lengths: Tensor, temperature: float, order: str, form: str) -> _Form:
@@ -614,6 +696,7 @@ def _form(terms: ArcTerms, lengths: Tensor, temperature: float, order: str, form
         _error(marginals, lengths),
         marginals,
         partial(_scaled_solution, kernel=kernel, terms=terms, lengths=lengths, temperature=temperature),
+        -1 if _tags_first(kernel) else 0,
     )
 
 
@@ -628,7 +711,7 @@ def _run(
 ) -> tuple[_Form, Any]:
     """The form and its state after ``iterations`` pairs of projections (or to ``tolerance``)."""
     ibp = _form(terms, lengths, temperature, order, form)
-    return ibp, iterate(ibp.step, ibp.initial, iterations, tolerance, ibp.error)
+    return ibp, iterate(ibp.step, ibp.initial, iterations, tolerance, ibp.error, ibp.batch_dim)
 
 
 def _arc_mask(lengths: Tensor, num_arcs: int) -> Tensor:
@@ -667,8 +750,11 @@ def _value(
     return torch.where(lengths == 1, logsumexp(singles / temperature, dim=-1), value)
 
 
-def _inner(x: Tensor, y: Tensor) -> Tensor:
-    """``Σ x ⊙ y`` (B,) over all but the batch dim, as a batched dot: no temporary as big as ``x``."""
+def _inner(x: Tensor, y: Tensor, batch_last: bool = False) -> Tensor:
+    """``Σ x ⊙ y`` (B,) over all but the batch dim, of arrays (B, …) or ``batch_last`` (…, B);
+    batch first as a batched dot, with no temporary as big as ``x``."""
+    if batch_last:
+        return (x * y).flatten(0, -2).sum(0)
     return torch.bmm(x.flatten(1).unsqueeze(1), y.flatten(1).unsqueeze(2)).view(-1)
 
 
@@ -787,7 +873,9 @@ def solve(emissions, transitions, lengths, start, end, *, iterations, temperatur
     iteration (``implementations.solver.SolverOutput``)."""
     terms = arc_terms(emissions, transitions, lengths, start, end)
     ibp = _form(terms, lengths, temperature, order, form)
-    state, run, errors = iterate_with_errors(ibp.step, ibp.initial, iterations, tolerance, ibp.error)
+    state, run, errors = iterate_with_errors(
+        ibp.step, ibp.initial, iterations, tolerance, ibp.error, ibp.batch_dim
+    )
     pairwise = ibp.marginals(state)
     converged = errors[run - 1] <= (tolerance or 0.0)
     return SolverOutput(

@@ -872,9 +872,12 @@ def test_deferred_exactness_tests_change_nothing_and_read_back_once(
     """Where they defer (on a GPU; forced here), the public functions read the products'
     exactness tests back together, once after the run, not once per projection; the results are
     bitwise those with every test in place, whether none fails (τ = 1, finite scores) or some do
-    and the function runs again (τ = 0.01, float32, -inf). On the CPU every test is in place."""
+    and the function runs again (τ = 0.01, float32, -inf). On the CPU every test is in place.
+    Every kernel is taken as unvouched, as finite scores' would spare every test
+    (:func:`test_a_vouched_kernel_spares_the_exactness_tests_and_changes_nothing`)."""
     import implementations.torch_backend.bcrf as kernel
 
+    _unvouched(monkeypatch, kernel)
     read_backs = []
     smallest = kernel._smallest
     monkeypatch.setattr(
@@ -906,6 +909,52 @@ def test_deferred_exactness_tests_change_nothing_and_read_back_once(
         assert all(count > 2 * 5 for count in deferred_reads)
     else:  # some failed: the functions ran again, testing each projection in place
         assert len(deferred_reads) > 3
+
+
+def _unvouched(monkeypatch: pytest.MonkeyPatch, kernel: Any) -> None:
+    """Every torch kernel made unvouched for: each product's exactness is tested."""
+    make = kernel._kernel
+    monkeypatch.setattr(kernel, "_kernel", lambda *args: make(*args)._replace(vouched=False))
+
+
+@pytest.mark.parametrize("per_position", [True, False])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_vouched_kernel_spares_the_exactness_tests_and_changes_nothing(
+    monkeypatch: pytest.MonkeyPatch, dtype: str, per_position: bool
+) -> None:
+    """A kernel whose every entry is at least e^{F/2} (finite transitions whose range is at most
+    −F/2) makes every product with a vector whose largest entry is 1 at least e^{F/2} too: the torch
+    scaling form then tests no product (no read-back), and its marginals, values and gradients
+    (every length 1..6, padding, both gradients) are bitwise those with every product tested. A
+    -inf transition, or a range over −F/2, leaves a kernel unvouched for."""
+    import torch
+
+    import implementations.torch_backend.bcrf as kernel
+
+    read_backs = []
+    smallest = kernel._smallest
+    monkeypatch.setattr(
+        kernel, "_smallest", lambda minima: read_backs.append(len(minima)) or smallest(minima)
+    )
+    inst = all_lengths_instance(73, 4, max_len=6, per_position=per_position, scale=2.0)
+    options = {"iterations": 5, "temperature": 1.0}
+    vouched = _torch_solve_and_loss(inst, dtype, **options)
+    assert read_backs == []
+    with monkeypatch.context() as patch:
+        _unvouched(patch, kernel)
+        tested = _torch_solve_and_loss(inst, dtype, **options)
+    assert read_backs  # the same calls, each product tested
+    for got, expected in zip(vouched, tested, strict=True):
+        np.testing.assert_array_equal(got, expected)
+
+    half_floor = kernel._floor(getattr(torch, dtype)) / 2
+    for spread, expected in ((0.0, True), (-0.99 * half_floor, True), (-1.01 * half_floor, False)):
+        transitions = torch.tensor([[0.0, -spread], [-1.0, -0.5]], dtype=getattr(torch, dtype))
+        assert kernel._kernel(transitions + 1.0, 1.0).vouched is expected
+        assert kernel._kernel(transitions[None, None] / 2, 0.5).vouched is expected
+    forbidden = torch.tensor([[0.0, -math.inf], [1.0, 0.5]], dtype=getattr(torch, dtype))
+    assert not kernel._kernel(forbidden, 1.0).vouched
+    assert not kernel._kernel(torch.zeros(2, 0, 3, 3, dtype=getattr(torch, dtype)), 1.0).vouched  # N = 1
 
 
 def test_scaling_form_takes_its_log_space_paths(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -32,10 +32,13 @@ TOLERANCE = {"bcrf": 1e-6, "meanfield": 1e-6}
 MAX_ITERATIONS = 200
 
 
-def instance(seed: int = 0) -> Instance:
-    """(B, N, T) = (4, 7, 3): lengths 7, 1, 2, 5, -inf in 20 % of the scores, garbage padding."""
+def instance(seed: int = 0, per_position: bool = True) -> Instance:
+    """(B, N, T) = (4, 7, 3): lengths 7, 1, 2, 5, -inf in 20 % of the scores, garbage padding;
+    transitions per position or shared."""
     rng = np.random.default_rng(seed)
-    return make_instance(rng, batch=4, length=7, num_tags=3, lengths=[7, 1, 2, 5], neg_inf=0.2)
+    return make_instance(
+        rng, batch=4, length=7, num_tags=3, lengths=[7, 1, 2, 5], neg_inf=0.2, per_position=per_position
+    )
 
 
 def reference_errors(method: str, inst: Instance, b: int, iterations: int) -> np.ndarray:
@@ -61,9 +64,14 @@ def test_fields_and_error_history(method: str, backend: Backend) -> None:
     np.testing.assert_array_equal(npy(out.converged), errors[-1] <= 0)
 
 
+@pytest.mark.parametrize("per_position", [True, False])
 @pytest.mark.parametrize("method", ITERATIVE)
-def test_tolerance_stops_where_every_sequence_is_within_it(method: str, backend: Backend) -> None:
-    inst = instance(1)
+def test_tolerance_stops_where_every_sequence_is_within_it(
+    method: str, backend: Backend, per_position: bool
+) -> None:
+    """Shared transitions too: BCRF's iterate then holds the sequences last (a frozen one must be
+    found along that dim)."""
+    inst = instance(1, per_position)
     module, kw, tolerance = backend.module(method), inst.arrays(backend), TOLERANCE[method]
     full = apply(module, "solve", kw, iterations=MAX_ITERATIONS)
     history = npy(full.errors)
