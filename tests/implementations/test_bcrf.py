@@ -823,28 +823,51 @@ def _torch_solve_and_loss(inst: Any, dtype: str, **options: Any) -> list[np.ndar
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_fused_products_equal_eager_ones(monkeypatch: pytest.MonkeyPatch, dtype: str) -> None:
-    """Torch's compiled products (large per-position kernels; here every kernel, ``FUSED_FROM`` = 1)
-    give the eager products' marginals, values and gradients: every length 1..6, -inf patterns,
-    padding, τ = 1 and 0.01 (the log-space fallback), both gradients."""
+@pytest.mark.parametrize(
+    ("tau", "finite_transitions", "projections_compiled"),
+    [(1.0, True, True), (1.0, False, False), (0.01, False, False)],
+    ids=["vouched", "unvouched", "log-fallback"],
+)
+def test_fused_products_equal_eager_ones(
+    monkeypatch: pytest.MonkeyPatch,
+    dtype: str,
+    tau: float,
+    finite_transitions: bool,
+    projections_compiled: bool,
+) -> None:
+    """Torch's compiled products and projections (large per-position kernels; here every kernel,
+    ``FUSED_FROM`` = 1) give the eager ones' marginals, values and gradients: every length 1..6,
+    -inf emissions, padding, both gradients. A vouched kernel (finite transitions, τ = 1) runs
+    each projection compiled whole, autograd not recording (the Danskin loss, ``solve``); an
+    unvouched one compiles its products alone, and at τ = 0.01 falls back to log space."""
     pytest.importorskip("torch")
     import implementations.torch_backend.bcrf as kernel
 
     inst = all_lengths_instance(72, 4, max_len=6, neg_inf=0.3, scale=3.0)
+    if finite_transitions:  # -inf emissions (dead tags) with a vouched kernel
+        inst = replace(inst, transitions=np.where(np.isneginf(inst.transitions), -2.0, inst.transitions))
+    compiled = []
+    run_compiled = kernel._run_compiled
+    monkeypatch.setattr(
+        kernel, "_run_compiled", lambda f, *args: compiled.append(f.__name__) or run_compiled(f, *args)
+    )
     tol = FORM_TOLERANCE[dtype]
-    for tau in (1.0, 0.01):
-        options = {"iterations": 5, "temperature": tau}
-        eager = _torch_solve_and_loss(inst, dtype, **options)
-        with monkeypatch.context() as patch:
-            patch.setattr(kernel, "FUSED_FROM", 1)
-            fused = _torch_solve_and_loss(inst, dtype, **options)
-        for got, expected in zip(fused, eager, strict=True):
-            assert np.isfinite(got).all() == np.isfinite(expected).all()
-            np.testing.assert_allclose(got, expected, rtol=tol, atol=10 * tol / tau)
+    options = {"iterations": 5, "temperature": tau}
+    eager = _torch_solve_and_loss(inst, dtype, **options)
+    assert compiled == []
+    with monkeypatch.context() as patch:
+        patch.setattr(kernel, "FUSED_FROM", 1)
+        fused = _torch_solve_and_loss(inst, dtype, **options)
+    assert ("_projected" in compiled) is projections_compiled
+    assert "_row_products" in compiled  # the start's and the read-off's products, at least
+    for got, expected in zip(fused, eager, strict=True):
+        assert np.isfinite(got).all() == np.isfinite(expected).all()
+        np.testing.assert_allclose(got, expected, rtol=tol, atol=10 * tol / tau)
 
 
 def test_fused_products_fall_back_to_eager_without_a_compiler(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A failed compilation (no C++ compiler, say) warns once and leaves every product eager."""
+    """A failed compilation (no C++ compiler, say) warns once and leaves every product and every
+    projection eager, with the eager results."""
     pytest.importorskip("torch")
     import torch
 
@@ -853,7 +876,7 @@ def test_fused_products_fall_back_to_eager_without_a_compiler(monkeypatch: pytes
     def failing(*args: Any) -> Any:
         raise torch._dynamo.exc.BackendCompilerFailed(failing, RuntimeError("no compiler"), None)
 
-    monkeypatch.setattr(kernel, "_compiled_row_products", lambda: failing)
+    monkeypatch.setattr(kernel, "_compiled", lambda function: failing)
     monkeypatch.setattr(kernel, "_compiler_failed", False)
     matrices, vectors = torch.rand(2, 3, 4, 4), torch.rand(2, 3, 4)
     with pytest.warns(RuntimeWarning, match="no compiler"):
@@ -863,6 +886,12 @@ def test_fused_products_fall_back_to_eager_without_a_compiler(monkeypatch: pytes
     torch.testing.assert_close(first, expected)
     torch.testing.assert_close(second, expected)
     assert kernel._compiler_failed
+
+    inst = all_lengths_instance(73, 4, max_len=5)
+    eager = _torch_solve_and_loss(inst, "float64", iterations=3)
+    monkeypatch.setattr(kernel, "FUSED_FROM", 1)
+    for got, expected in zip(_torch_solve_and_loss(inst, "float64", iterations=3), eager, strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)  # products summed alike
 
 
 @pytest.mark.parametrize(("tau", "neg_inf", "scale"), [(1.0, 0.0, 1.0), (0.01, 0.3, 3.0)])
