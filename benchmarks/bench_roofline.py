@@ -8,8 +8,9 @@ reads the kernel of every arc group once per projection, as two batched matrix�
 and writes O(N T) scalings: 8 bytes per arc per iteration. The benchmark's transitions are per
 position, as the paper's models' (with shared ones the scaling form's kernel is one (T, T) matrix
 and no arc is read at all). The count is that of the form the benchmark runs (the registry's
-default). Its time is measured as the difference between 20 and 10 iterations of
-``marginals``, divided by 10, which leaves out the set-up and read-off that do not repeat.
+default). Its time is measured as the difference between 50 and 10 iterations of
+``marginals``, divided by 40 (:data:`ITERATIONS`), which leaves out the set-up and read-off that do
+not repeat.
 
 IBP's traffic is almost all reads, and one thread reads at most ~40 GB/s here against ~64 GB/s
 streamed (read plus written), so ``track_read_bandwidth`` (a large sum) gives the bound that a
@@ -49,6 +50,11 @@ STREAM_ELEMENTS = {"cpu": 2**26, "gpu": 2**28}  # 256 MiB and 1 GiB of float32: 
 #: log form writing) a float32.
 BYTES_PER_ARC_ITERATION = {"log": 2 * 2 * 4, "scaling": 2 * 4}
 FORM = registry.BCRF.default("form", "marginals")  # the form ``bcrf-10`` runs
+#: The two iteration counts whose times' difference is IBP's: 40 iterations apart, so that the
+#: set-up's and read-off's jitter (a few ms of the ~0.3 s they take at (8, 256, 128)) weighs a
+#: quarter of what it did 10 apart, where one process read torch at 25–38 GB/s and JAX at 25–34
+#: in successive calls (2026-11-26, at df2cfe4).
+ITERATIONS = (10, 50)
 
 
 def _torch_call(source: torch.Tensor, operation: Callable[[torch.Tensor], Any]):
@@ -156,16 +162,16 @@ class IBPBandwidth:
         use_device(backend, device)
         skip_unless_fits("bcrf-10", device, batch, length, num_tags)
         scores = random_scores(backend, device, batch, length, num_tags)
-        self.ten, self.twenty = (
+        self.fewer, self.more = (
             operation(backend, "bcrf-10", "marginals", scores, iterations=iterations)
-            for iterations in (10, 20)
+            for iterations in ITERATIONS
         )
-        self.ten(), self.twenty()
+        self.fewer(), self.more()
         self.arcs = batch * max(length - 1, 0) * num_tags**2
 
     def _ibp_bandwidth(self) -> float:
-        ten, twenty = _fastest_alternated(self.ten, self.twenty)
-        seconds_per_iteration = (twenty - ten) / 10
+        fewer, more = _fastest_alternated(self.fewer, self.more)
+        seconds_per_iteration = (more - fewer) / (ITERATIONS[1] - ITERATIONS[0])
         if seconds_per_iteration <= 0:  # below timer resolution: no meaningful rate
             return float("nan")
         return BYTES_PER_ARC_ITERATION[FORM] * self.arcs / seconds_per_iteration / 1e9
