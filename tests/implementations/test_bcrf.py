@@ -836,11 +836,12 @@ def test_fused_products_equal_eager_ones(
     projections_compiled: bool,
 ) -> None:
     """Torch's compiled products and projections (large per-position kernels; here every kernel,
-    ``FUSED_FROM`` = 1) give the eager ones' marginals, values and gradients: every length 1..6,
-    -inf emissions, padding, both gradients. A vouched kernel (finite transitions, τ = 1) runs
-    each projection compiled whole, autograd not recording (the Danskin loss, ``solve``); an
-    unvouched one compiles its products alone, and at τ = 0.01 falls back to log space."""
-    pytest.importorskip("torch")
+    ``FUSED_FROM`` = 1, each then laid out parity by parity and read off by parity) give the eager
+    ones' marginals, values and gradients: every length 1..6, -inf emissions, padding, both
+    gradients. A vouched kernel (finite transitions, τ = 1) runs each projection compiled whole,
+    autograd not recording (the Danskin loss, ``solve``); an unvouched one compiles its products
+    alone, and at τ = 0.01 falls back to log space."""
+    torch = pytest.importorskip("torch")
     import implementations.torch_backend.bcrf as kernel
 
     inst = all_lengths_instance(72, 4, max_len=6, neg_inf=0.3, scale=3.0)
@@ -855,9 +856,12 @@ def test_fused_products_equal_eager_ones(
     options = {"iterations": 5, "temperature": tau}
     eager = _torch_solve_and_loss(inst, dtype, **options)
     assert compiled == []
+    per_position = torch.zeros(2, 3, 4, 4, dtype=getattr(torch, dtype))
+    assert not kernel._kernel(per_position, 1.0).by_parity
     with monkeypatch.context() as patch:
         patch.setattr(kernel, "FUSED_FROM", 1)
         fused = _torch_solve_and_loss(inst, dtype, **options)
+        assert kernel._kernel(per_position, 1.0).by_parity
     assert ("_projected" in compiled) is projections_compiled
     assert "_row_products" in compiled  # the start's and the read-off's products, at least
     for got, expected in zip(fused, eager, strict=True):
@@ -891,7 +895,7 @@ def test_fused_products_fall_back_to_eager_without_a_compiler(monkeypatch: pytes
     eager = _torch_solve_and_loss(inst, "float64", iterations=3)
     monkeypatch.setattr(kernel, "FUSED_FROM", 1)
     for got, expected in zip(_torch_solve_and_loss(inst, "float64", iterations=3), eager, strict=True):
-        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)  # products summed alike
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)  # a multiply–sum, not matmul
 
 
 @pytest.mark.parametrize(("tau", "neg_inf", "scale"), [(1.0, 0.0, 1.0), (0.01, 0.3, 3.0)])
