@@ -148,12 +148,12 @@ class _Kernel(NamedTuple):
     ``vouched``: every entry is at least ``e^{F/2}``, so that every product with a vector whose
     largest entry is 1 is too, and :func:`_flows` need not test them. ``by_parity``: ``linear``
     holds the groups parity by parity (0, 2, ..., then 1, 3, ...), and each parity's K is a block
-    of it (contiguous within each sequence), not a copy. So are per-position kernels whose even
-    parity holds ``FUSED_FROM`` entries or more, which the compiled products read in place: one
-    array as large as half the arcs is spared, and its fresh pages (at (8, 256, 128), one thread,
-    the marginals 0.42 s against 0.47, the loss 0.55–0.56 against 0.61). Smaller ones
-    keep the groups in order: matmul wants one batch dim, and the gather and the read-off by
-    parity cost more than they spare (+7% at (64, 50, 17))."""
+    of it (contiguous within each sequence), not a copy: the layout of every per-position kernel
+    whose even parity holds ``FUSED_FROM`` entries or more, whose blocks the compiled products read
+    in place. One array as large as half the arcs is spared, and its fresh pages (at (8, 256,
+    128), one thread, the marginals 0.42 s against 0.47, the loss 0.55–0.56 against 0.61).
+    Smaller ones keep the groups in order: matmul wants one batch dim, and the gather and the
+    read-off by parity cost more than they spare (+7% at (64, 50, 17))."""
 
     scaled: Tensor  # transitions/τ, (T, T) or (B, N-1, T, T)
     shift: Tensor  # () or (B, N-1)
@@ -542,7 +542,8 @@ def _groups(scalings: Scalings, parity: int) -> int:
 def _scaling_projection(kernel: _Kernel, lengths: Tensor, num_arcs: int, first: int):
     """The projection of :func:`_project` on a scaling-form iterate (a function of its scalings):
     :func:`_projected` on the parity's nodes, compiled whole (:func:`_run_compiled`) where the
-    kernel is per position, at least ``FUSED_FROM`` entries a parity and vouched for, and autograd
+    kernel is per position with at least ``FUSED_FROM`` entries a parity (laid out
+    ``by_parity``) and vouched for, and autograd
     does not record (the Danskin loss, ``marginals``): the products and the ~25 operators over the
     (B, 2, P, T) scalings then take one kernel of a few loops. One thread, alternated with the
     eager projection in one process: 8.4–8.9 against 9.1–10.2 ms an iteration at (8, 256, 128)
@@ -560,7 +561,7 @@ def _scaling_projection(kernel: _Kernel, lengths: Tensor, num_arcs: int, first: 
     inside = active.to(dtype).expand(shape).contiguous()
     # +inf outside them (read by the exactness tests alone)
     outside = None if kernel.vouched else torch.where(active[:, 0], 0.0, math.inf).to(dtype)
-    fused = kernel.vouched and not tags_first and kernel.parities[0][0].numel() >= FUSED_FROM
+    fused = kernel.vouched and kernel.by_parity  # a large per-position kernel, vouched for
 
     def project(scalings: Scalings) -> Scalings:
         if clusters == 0:
