@@ -57,6 +57,17 @@ def experiment_of(dataset: str, encoder: str) -> dict:
     raise ValueError(f"config: no experiment trains {dataset!r} with encoder {encoder!r}")
 
 
+def canonical(value):
+    """``value`` with every mapping's keys in sorted order, at every depth. Snakemake reruns a job
+    whose params' text changed, so params built from the config must not depend on the order its
+    keys are written in: a re-dumped or reordered config file would rerun every job downstream."""
+    if isinstance(value, dict):
+        return {key: canonical(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [canonical(item) for item in value]
+    return value
+
+
 def run_settings(dataset, encoder, loss, seed):
     """The RunConfig of one run: the experiment's settings and scorer laid over the encoder's."""
     if encoder not in config["encoders"]:
@@ -74,7 +85,7 @@ def run_settings(dataset, encoder, loss, seed):
         "device": config["device"],
         "threads": config["threads"],
     }
-    return dict(sorted(settings.items()))  # a stable order: Snakemake compares params
+    return canonical(settings)
 
 
 def check_run_settings():
@@ -209,8 +220,11 @@ def bethe_tables():
 
 
 def set_arguments(settings):
-    """The command-line overrides (``--set NAME=VALUE``, quoted) of a ``settings`` mapping."""
-    return " ".join(f"--set {shlex.quote(f'{name}={json.dumps(value)}')}" for name, value in settings.items())
+    """The command-line overrides (``--set NAME=VALUE``, quoted) of a ``settings`` mapping, in
+    ``canonical`` order."""
+    return " ".join(
+        f"--set {shlex.quote(f'{name}={json.dumps(value)}')}" for name, value in canonical(settings).items()
+    )
 
 
 def bethe_settings(experiment):

@@ -24,7 +24,7 @@ rule newton_cost:
         f"{RESULTS}/newton/cost.csv",
     params:
         cli=CRFBENCH,
-        options=" ".join(f"--{name} {value}" for name, value in NEWTON.get("cost", {}).items()),
+        options=" ".join(f"--{name} {value}" for name, value in canonical(NEWTON.get("cost", {})).items()),
     log:
         f"{RESULTS}/logs/newton/cost.log",
     threads: workflow.cores
