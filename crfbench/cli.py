@@ -382,7 +382,7 @@ def parser() -> argparse.ArgumentParser:
     agree.add_argument("--report", type=output_file, default=Path("reports/agreement.md"))
     agree.set_defaults(handler=_agree)
 
-    from .objectives import DECODERS, LOSSES
+    from implementations.registry import DECODERS, LOSSES  # the names alone: no torch to import
 
     train = commands.add_parser(
         "train", help="train a scorer with one loss; resumes from the run's checkpoint"
@@ -471,7 +471,7 @@ def parser() -> argparse.ArgumentParser:
     bethe = commands.add_parser(
         "bethe", help="the Bethe-projection paper's experiments (crfbench.bethe)"
     ).add_subparsers(dest="experiment", required=True)
-    from .bethe.cgm import GRIDS
+    from .bethe import GRIDS
 
     cgm = bethe.add_parser(
         "cgm",

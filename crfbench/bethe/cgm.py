@@ -34,6 +34,7 @@ import implementations
 from implementations.energies import PoissonCounts
 
 from ..environment import set_threads
+from . import GRIDS
 
 
 @dataclass(frozen=True)
@@ -204,8 +205,6 @@ def interior_point(cgm: CGM) -> Solution:
     )
 
 
-#: The paper's edge cardinalities s and the near-square grids whose C² comes closest.
-GRIDS = {"s625": (5, 5), "s10k": (10, 10), "s50k": (14, 16)}
 COLUMNS = (
     "dataset",
     "cells",

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+import subprocess
+import sys
 import typing
 from pathlib import Path
 
@@ -80,6 +82,17 @@ def copy_run(trained: Path, tmp_path: Path) -> Path:
 def truncate(path: Path, keep: float) -> None:
     content = path.read_bytes()
     path.write_bytes(content[: int(len(content) * keep)])
+
+
+def test_the_parser_answers_without_importing_torch_or_the_studies() -> None:
+    """``crfbench --help`` and a mistyped argument answer in a fraction of a second: building the
+    parser imports no torch, pandas or SciPy (a job's own imports follow its arguments)."""
+    probe = (
+        "import sys, crfbench.cli; crfbench.cli.parser(); "
+        "print(sorted({'torch', 'pandas', 'scipy'} & set(sys.modules)))"
+    )
+    imported = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert imported.stdout.strip() == "[]", imported.stdout
 
 
 # -- run settings ------------------------------------------------------------------------------------
