@@ -10,7 +10,7 @@ Both at T=17 (the UD POS tag set) and T=128, in torch and jitted JAX (compiled b
 outputs awaited). In the normal test run (``--benchmark-disable``) each body runs once as a smoke
 check; time them with::
 
-    python -m pytest tests/benchmarks/test_kernels.py --benchmark-enable --benchmark-only \
+    python -m pytest tests/benchmarks/test_kernels.py -n 0 --benchmark-enable --benchmark-only \
         --benchmark-columns=median,iqr,rounds
 
 The asv suite (``benchmarks/``) times whole methods over the N x T grid.

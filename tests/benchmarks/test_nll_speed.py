@@ -8,7 +8,7 @@ form), in torch and in jitted JAX
 ``block_until_ready``). In the normal test run (``--benchmark-disable``) each body runs once as
 a smoke check; time it with::
 
-    python -m pytest tests/benchmarks --benchmark-enable --benchmark-only \
+    python -m pytest tests/benchmarks -n 0 --benchmark-enable --benchmark-only \
         --benchmark-columns=median,iqr,rounds
 
 One thread: see ``conftest.py``.
