@@ -16,7 +16,9 @@
 #                              and its timing job's settings.json (as timing-settings.json)
 # and writes to OUT (default ./gpu-out). Usage: benchmarks/gpu_session.sh MACHINE BUDGET_SECONDS COMMIT
 # (COMMIT: the commit whose tree this is, as asv records it). STAGES (default "check timing asv")
-# picks the stages to run.
+# picks the stages to run, and PARTS (default "torch jax roofline decode jax-loss others") the
+# parts of the asv stage, each run in that order where named: a session that follows one which
+# measured torch's grid can go straight to JAX's with PARTS="jax roofline jax-loss".
 set -uo pipefail
 MACHINE=${1:?machine name, e.g. nvidia-h200}
 BUDGET=${2:?wall-clock seconds}
@@ -93,12 +95,14 @@ chunk() {  # chunk BACKEND CLASS_REGEX METHOD_REGEX LENGTH_REGEX TAGS_REGEX [JAX
 export CRFBENCH_ASV_PROFILE=regular
 PAPER='crf|bcrf-10'
 EVERY='[0-9]+'
-for length in 1024 256 64 16; do chunk torch 'Marginals|LossAndGrad' "$PAPER" "$length" "$EVERY" cpu; done
-for length in 1024 256 64 16; do chunk jax Marginals "$PAPER" "$length" '32|128'; done
-asv_run "^bench_roofline\.(MemoryBandwidth\.\w+\('(torch|jax)', 'gpu'\)|IBPBandwidth\.\w+\('(torch|jax)', 'gpu', 256, 128, 8\))$"
-chunk torch Decode "$PAPER" '1024|256|64|16' "$EVERY" cpu
-for length in 1024 256 64 16; do chunk jax LossAndGrad "$PAPER" "$length" '32|128'; done
-chunk torch 'Marginals|LossAndGrad' 'crf-scan|meanfield-10' '1024|256|64|16' "$EVERY" cpu
+PARTS=" ${PARTS:-torch jax roofline decode jax-loss others} "
+part() { [[ $PARTS == *" $1 "* ]]; }  # part NAME: whether PARTS names it
+part torch && for length in 1024 256 64 16; do chunk torch 'Marginals|LossAndGrad' "$PAPER" "$length" "$EVERY" cpu; done
+part jax && for length in 1024 256 64 16; do chunk jax Marginals "$PAPER" "$length" '32|128'; done
+part roofline && asv_run "^bench_roofline\.(MemoryBandwidth\.\w+\('(torch|jax)', 'gpu'\)|IBPBandwidth\.\w+\('(torch|jax)', 'gpu', 256, 128, 8\))$"
+part decode && chunk torch Decode "$PAPER" '1024|256|64|16' "$EVERY" cpu
+part jax-loss && for length in 1024 256 64 16; do chunk jax LossAndGrad "$PAPER" "$length" '32|128'; done
+part others && chunk torch 'Marginals|LossAndGrad' 'crf-scan|meanfield-10' '1024|256|64|16' "$EVERY" cpu
 stage "done"
 pack
 ls -la "$OUT"
