@@ -52,6 +52,7 @@ fi
 echo "commit $(git rev-parse HEAD) (expected $COMMIT)"; git status --short | head -5
 
 STAGES=${STAGES:-check timing asv}
+# The check's 20 tests outran 150 s on an H100 at d360734 (12 had passed), hence 240 s
 [[ $STAGES == *check* ]] && stage "every method on the GPU against the CPU (float64)" && timeout 240 python3 -m pytest -v -p no:cacheprovider tests/implementations/test_cross_backend.py \
     -k "test_gpu_equals_cpu and (torch or [crf-jax] or [crf-scan-jax] or [bcrf-jax] or [meanfield-jax])" 2>&1 \
     | grep -E "PASSED|FAILED|ERROR|passed|failed"
@@ -80,7 +81,7 @@ python3 -m asv machine --machine "$MACHINE" --yes > /dev/null
 # combination runs in a fresh process that compiles afresh: a torch chunk of 16 took about a minute on
 # an H200 at 6e8479b and 140-210 s on an H100 at d360734 (BCRF's projection compiled whole since
 # df2cfe4); 16 JAX combinations did not finish in 300 s (H200), hence JAX's chunks of one length and
-# two T. The check (20 tests) outran 150 s on the H100, 12 passed.
+# two T.
 asv_run() {  # asv_run REGEX [JAX_PLATFORMS]
     [ "$(left)" -lt 70 ] && { echo "skip $1: too little time left"; return; }
     echo "--- $1 ($(left) s left) ---"
