@@ -21,7 +21,11 @@ in log space from its arcs, so every flow the projection sees is exact to roundi
 public functions read those tests back once, after the run, rather than once per projection (each
 read-back drains the queue of launched kernels): if one failed, the function runs again with each
 projection tested in place, so the result is the same either way. On the CPU each projection
-tests in place.
+tests in place. A large per-position kernel that needs no such test (``vouched``) iterates in
+linear space where autograd does not record: each scaling held as ``e^{log s − shift}`` beside
+its vector's shift, a projection takes a square root and a division per tag where the log
+scalings cost three transcendentals; should a projection write a live scaling under ``e^{F/2}``
+of its vector's largest, the call runs again in log space (:data:`LinearScalings`).
 
 Lengths 1 and 2 have no inner cluster: length 1 is a softmax over tags, length 2 a softmax over
 tag pairs (every arc group is normalised before the first projection, which leaves the iterates
@@ -114,15 +118,15 @@ def _initial(weights: Tensor, temperature: float) -> Tensor:
     return log_q - logsumexp(log_q.flatten(2), dim=-1)[:, :, None, None]
 
 
-def _step(lengths: Tensor, order: str, num_arcs: int, kernel: _Kernel | None = None):
+def _step(lengths: Tensor, order: str, num_arcs: int, kernel: _Kernel | None = None, linear: bool = False):
     """One iteration: a projection onto each parity of inner clusters, in ``order``, on ``log q``
-    (the log form, no ``kernel``) or on the scalings of the scaling form with ``kernel``."""
+    (the log form, no ``kernel``) or on the scalings of the scaling form with ``kernel``, held in
+    linear space if ``linear`` (:data:`LinearScalings`)."""
     if kernel is None:
         projections = [partial(_project, lengths=lengths, first=first) for first in _first_clusters(order)]
     else:
-        projections = [
-            _scaling_projection(kernel, lengths, num_arcs, first) for first in _first_clusters(order)
-        ]
+        projection = _linear_projection if linear else _scaling_projection
+        projections = [projection(kernel, lengths, num_arcs, first) for first in _first_clusters(order)]
 
     def step(state: Any) -> Any:
         for project in projections:
@@ -375,10 +379,22 @@ def _tested_once(function: Callable[..., Any]) -> Callable[..., Any]:
     """``function`` with the exactness tests of :func:`_flows` deferred and read back together
     where the device calls for it (:func:`_defers`), one host synchronisation instead of one or
     two per projection. Where one fails, ``function`` runs again with every test in place, which
-    recomputes just the flows that need it: the result is the one without deferral either way."""
+    recomputes just the flows that need it: the result is the one without deferral either way.
+    Where the linear state's test fails (:func:`_log_scalings`), ``function`` runs again with every
+    iterate in log space."""
 
     @wraps(function)
     def tested(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return deferring(*args, **kwargs)
+        except _Underflow:  # the linear state lost a scaling: every iterate in log space
+            token = _linear_allowed.set(False)
+            try:
+                return deferring(*args, **kwargs)
+            finally:
+                _linear_allowed.reset(token)
+
+    def deferring(*args: Any, **kwargs: Any) -> Any:
         if not _defers(args[0]):  # the emissions
             return function(*args, **kwargs)
         minima: list[Tensor] = []
@@ -540,12 +556,13 @@ def _groups(scalings: Scalings, parity: int) -> int:
 
 
 def _scaling_projection(kernel: _Kernel, lengths: Tensor, num_arcs: int, first: int):
-    """The projection of :func:`_project` on a scaling-form iterate (a function of its scalings):
-    :func:`_projected` on the parity's nodes, compiled whole (:func:`_run_compiled`) where the
-    kernel is per position with at least ``FUSED_FROM`` entries a parity (laid out
-    ``by_parity``) and vouched for, and autograd
-    does not record (the Danskin loss, ``marginals``): the products and the ~25 operators over the
-    (B, 2, P, T) scalings then take one kernel of a few loops. One thread, alternated with the
+    """The projection of :func:`_project` on a scaling-form iterate (a function of its log
+    scalings): :func:`_projected` on the parity's nodes, compiled whole (:func:`_run_compiled`)
+    where the kernel is per position with at least ``FUSED_FROM`` entries a parity (laid out
+    ``by_parity``) and vouched for, and autograd does not record (the Danskin loss,
+    ``marginals``), but the linear state does not apply (:func:`_linear_start`) or its call runs
+    again: the products and the ~25 operators over the (B, 2, P, T) scalings then take one kernel
+    of a few loops. One thread, alternated with the
     eager projection in one process: 8.4–8.9 against 9.1–10.2 ms an iteration at (8, 256, 128)
     (a projection 3.9 ms, its two products alone 3.2), 3.7 against 4.5 at (8, 1024, 32)."""
     parity = first % 2
@@ -620,6 +637,149 @@ def _projected(
     flows[:, 0, first_in : first_in + in_groups].add_(products[0])
     flows[:, 1, :out_groups].add_(products[1])
     return mine + _cluster_shifts(flows, inside, dim)
+
+
+def _linear_floor(dtype: torch.dtype) -> float:
+    """``e^{F/2}``: the least a live scaling of the linear state may be over its vector's largest
+    (:data:`LinearScalings`). While every one is at least that, no intermediate of
+    :func:`_linear_projected` leaves the dtype's normal range, so every value is exact to rounding."""
+    return math.exp(_floor(dtype) / 2)
+
+
+#: Whether large vouched kernels may iterate in linear space (:func:`_linear_start`); set off for
+#: the run again of a call whose linear state lost a scaling to underflow (:func:`_tested_once`).
+_linear_allowed: ContextVar[bool] = ContextVar("bcrf_linear_allowed", default=True)
+
+
+class _Underflow(ArithmeticError):
+    """A scaling of the linear state fell under its floor: the call runs again in log space."""
+
+
+#: A scaling-form iterate in linear space, for the large vouched kernels whose projections run
+#: compiled: ``((even, odd), (even_shift, odd_shift), smallest)``. Each parity's scalings (B, 2, P, T)
+#: are held as ``e^{log s − shift}`` (largest entry 1 a vector, 0 for a dead tag) beside their log
+#: shifts (B, 2, P, 1); ``smallest`` (B,) is the smallest live scaling any projection wrote, over
+#: its vector's largest. A projection then takes a square root and a division per tag where the
+#: log scalings cost a ``log``, an ``exp`` and the vectors' ``exp``: 0.65 M transcendentals a
+#: projection at (8, 256, 128), a fifth of its time (one thread: 5.6 against 6.2 ms a projection,
+#: docs/derivations.md §3.12).
+LinearScalings = tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor], Tensor]
+
+
+def _node_rows(scalings: Tensor, parity: int, lengths: Tensor) -> Tensor:
+    """(B, 1, P, 1): the rows of one parity's ``scalings`` whose node lies inside its sequence."""
+    nodes = torch.arange(parity, parity + 2 * scalings.shape[2], 2, device=lengths.device)
+    return (nodes < lengths.unsqueeze(-1))[:, None, :, None]
+
+
+def _linear_start(kernel: _Kernel, scalings: Scalings, lengths: Tensor) -> LinearScalings | None:
+    """The linear state of the log ``scalings``, or ``None`` where it does not apply: a kernel
+    that is not large, per position and vouched for (``fused`` in :func:`_scaling_projection`),
+    autograd recording, a sequence with a node without a live tag (a live tag has both scalings
+    finite), or a live scaling under the floor (:func:`_linear_floor`). One read-back."""
+    if not (kernel.vouched and kernel.by_parity and _linear_allowed.get()):
+        return None
+    if _recorded(kernel.linear, *scalings):
+        return None
+    linear, shifts, failed = [], [], []
+    for parity, log_s in enumerate(scalings):
+        shift = _shift(log_s)
+        x = torch.exp(log_s - shift)
+        real = _node_rows(log_s, parity, lengths)
+        live = (x[:, 0] * x[:, 1] > 0).any(-1, keepdim=True).unsqueeze(1)  # (B, 1, P, 1)
+        below = (x > 0) & (x < _linear_floor(x.dtype))
+        failed += [(real & ~live).any(), (real & below).any()]
+        linear.append(x)
+        shifts.append(shift)
+    if bool(torch.stack(failed).any()):
+        return None
+    smallest = scalings[0].new_ones(len(lengths))
+    return (linear[0], linear[1]), (shifts[0], shifts[1]), smallest
+
+
+def _log_scalings(state: LinearScalings) -> Scalings:
+    """The log scalings of a linear state (:data:`Scalings`); :class:`_Underflow` if a projection
+    wrote a live scaling under the floor (one read-back, where the state is read off)."""
+    linear, shifts, smallest = state
+    if not bool((smallest >= _linear_floor(smallest.dtype)).all()):
+        raise _Underflow
+    return tuple(torch.log(x) + shift for x, shift in zip(linear, shifts, strict=True))
+
+
+def _linear_projection(kernel: _Kernel, lengths: Tensor, num_arcs: int, first: int):
+    """The projection of :func:`_scaling_projection` on a linear state (:data:`LinearScalings`),
+    compiled whole (:func:`_linear_projected`)."""
+    parity = first % 2
+    nodes = torch.arange(parity, num_arcs + 1, 2, device=lengths.device)
+    active = ((nodes >= 1) & (nodes < (lengths - 1).unsqueeze(-1)))[:, None, :, None]  # (B, 1, P, 1)
+    clusters = len(range(first, num_arcs, 2))
+    into, out_of = kernel.parities[1 - parity][1], kernel.parities[parity][0]  # Kᵀ and K
+
+    def project(state: LinearScalings) -> LinearScalings:
+        if clusters == 0:
+            return state
+        linear, shifts, smallest = state
+        new, shift, least = _run_compiled(_linear_projected, linear, shifts, into, out_of, active, parity)
+        if parity == 0:
+            return (new, linear[1]), (shift, shifts[1]), torch.minimum(smallest, least)
+        return (linear[0], new), (shifts[0], shift), torch.minimum(smallest, least)
+
+    return project
+
+
+def _linear_projected(
+    linear: tuple[Tensor, Tensor],
+    shifts: tuple[Tensor, Tensor],
+    into: Tensor,
+    out_of: Tensor,
+    active: Tensor,
+    parity: int,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The linear scalings (B, 2, P, T) and shifts (B, 2, P, 1) of the nodes of ``parity`` after
+    their projection (those outside the clusters, ``active`` false, unchanged), and the smallest
+    live scaling written (B,), over its vector's largest (+inf where none is).
+
+    With ``ũ, ṽ`` a node's scalings and ``a = K_{p-1}ᵀ ṽ_{p-1}``, ``b = K_p ũ_{p+1}`` its products
+    (rows as in :func:`_projected`, each at least ``e^{F/2}``: the kernel is vouched for and every
+    vector's largest entry is 1), the node's throughput is ``ν √(a b) / Σ ν √(a b)`` with
+    ``ν = √ũ √ṽ`` over its largest (every shift cancels), and its new scalings are the throughput
+    over each product: ``ũ ∝ ν √b / √a``, ``ṽ ∝ ν √a / √b``, normalised to a largest entry of 1,
+    with log shifts ``log max − log Σ ν √(a b) −`` the shift of the vector the product read. With
+    every live scaling at least ``e^{F/2}`` no intermediate leaves the normal range, and a term
+    of the sum that does is under ``e^{F/2}`` of its largest (ν = 1 there)."""
+    mine, theirs = linear[parity], linear[1 - parity]
+    mine_shift, their_shift = shifts[parity], shifts[1 - parity]
+    # the rows [lo, hi) of the nodes with both an in- and an out-group, those a cluster may hold
+    first_in = 1 - parity  # the row of the node the other parity's first group flows into
+    lo, hi = first_in, min(mine.shape[2], first_in + into.shape[1], out_of.shape[1])
+    rows = slice(lo, hi)
+    ins, outs = slice(0, hi - lo), slice(parity + lo, parity + hi)  # their rows the products read
+    a = _row_products(into[:, ins], theirs[:, 1, ins])
+    b = _row_products(out_of[:, rows], theirs[:, 0, outs])
+    node = mine[:, 0, rows].sqrt() * mine[:, 1, rows].sqrt()
+    node = node / node.amax(-1, keepdim=True)
+    ratio = torch.sqrt(b / a)
+    u, v = node * ratio, node / ratio
+    log_norm = torch.log((u * a).sum(-1, keepdim=True))
+    largest_u, largest_v = u.amax(-1, keepdim=True), v.amax(-1, keepdim=True)
+    new = torch.stack([u / largest_u, v / largest_v], dim=1)
+    shift = torch.stack(
+        [
+            largest_u.log() - log_norm - their_shift[:, 1, ins],
+            largest_v.log() - log_norm - their_shift[:, 0, outs],
+        ],
+        dim=1,
+    )
+    active = active[:, :, rows]
+    live = (node > 0).unsqueeze(1)
+    least = torch.where(active & live, new, math.inf).amin((1, 2, 3))
+    new = torch.where(active, new, mine[:, :, rows])
+    shift = torch.where(active, shift, mine_shift[:, :, rows])
+    return (
+        torch.cat([mine[:, :, :lo], new, mine[:, :, hi:]], dim=2),
+        torch.cat([mine_shift[:, :, :lo], shift, mine_shift[:, :, hi:]], dim=2),
+        least,
+    )
 
 
 class _Solution(NamedTuple):
@@ -752,15 +912,28 @@ def _form(terms: ArcTerms, lengths: Tensor, temperature: float, order: str, form
             ),
         )
     kernel, scalings = _scaled_initial(terms, lengths, temperature)
-    marginals = partial(_scaled_marginals, kernel, lengths)
+    linear = _linear_start(kernel, scalings, lengths)
+    read = _log_scalings if linear is not None else _as_is
+
+    def marginals(state: Any) -> Tensor:
+        return _scaled_marginals(kernel, lengths, read(state))
+
+    def solution(state: Any) -> _Solution:
+        return _scaled_solution(read(state), kernel, terms, lengths, temperature)
+
     return _Form(
-        scalings,
-        _step(lengths, order, num_arcs, kernel),
+        scalings if linear is None else linear,
+        _step(lengths, order, num_arcs, kernel, linear is not None),
         _error(marginals, lengths),
         marginals,
-        partial(_scaled_solution, kernel=kernel, terms=terms, lengths=lengths, temperature=temperature),
+        solution,
         -1 if _tags_first(kernel) else 0,
     )
+
+
+def _as_is(state: Any) -> Any:
+    """``state`` itself: the log scalings of an iterate that holds them."""
+    return state
 
 
 def _run(

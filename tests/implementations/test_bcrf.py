@@ -824,8 +824,8 @@ def _torch_solve_and_loss(inst: Any, dtype: str, **options: Any) -> list[np.ndar
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize(
-    ("tau", "finite_transitions", "projections_compiled"),
-    [(1.0, True, True), (1.0, False, False), (0.01, False, False)],
+    ("tau", "finite_transitions", "projection"),
+    [(1.0, True, "_linear_projected"), (1.0, False, None), (0.01, False, None)],
     ids=["vouched", "unvouched", "log-fallback"],
 )
 def test_fused_products_equal_eager_ones(
@@ -833,14 +833,14 @@ def test_fused_products_equal_eager_ones(
     dtype: str,
     tau: float,
     finite_transitions: bool,
-    projections_compiled: bool,
+    projection: str | None,
 ) -> None:
     """Torch's compiled products and projections (large per-position kernels; here every kernel,
     ``FUSED_FROM`` = 1, each then laid out parity by parity and read off by parity) give the eager
     ones' marginals, values and gradients: every length 1..6, -inf emissions, padding, both
-    gradients. A vouched kernel (finite transitions, τ = 1) runs each projection compiled whole,
-    autograd not recording (the Danskin loss, ``solve``); an unvouched one compiles its products
-    alone, and at τ = 0.01 falls back to log space."""
+    gradients. A vouched kernel (finite transitions, τ = 1) iterates in linear space, each
+    projection compiled whole, autograd not recording (the Danskin loss, ``solve``); an unvouched
+    one compiles its products alone, and at τ = 0.01 falls back to log space."""
     torch = pytest.importorskip("torch")
     import implementations.torch_backend.bcrf as kernel
 
@@ -862,11 +862,116 @@ def test_fused_products_equal_eager_ones(
         patch.setattr(kernel, "FUSED_FROM", 1)
         fused = _torch_solve_and_loss(inst, dtype, **options)
         assert kernel._kernel(per_position, 1.0).by_parity
-    assert ("_projected" in compiled) is projections_compiled
+    assert {"_projected", "_linear_projected"} & set(compiled) == ({projection} if projection else set())
     assert "_row_products" in compiled  # the start's and the read-off's products, at least
     for got, expected in zip(fused, eager, strict=True):
         assert np.isfinite(got).all() == np.isfinite(expected).all()
         np.testing.assert_allclose(got, expected, rtol=tol, atol=10 * tol / tau)
+
+
+def _steep_chain(torch: Any, dtype: str, spread: float) -> tuple[Any, ...]:
+    """Scores of a batch of two (lengths 3 and 4, N = 4, T = 2, per-position transitions) whose
+    first sequence drives node 1's new in-scalings apart by about ``1.5 spread``: its own
+    in-scalings ``(1, e^{-spread})``, its out-products ``(1, e^{-spread})`` and in-products
+    ``(e^{-spread}, 1)`` (docs/derivations.md §3.12: ``ũ ∝ √(ũ ṽ) √(b/a)``)."""
+    emissions = torch.zeros(2, 4, 2, dtype=getattr(torch, dtype))
+    transitions = torch.zeros(2, 3, 2, 2, dtype=emissions.dtype)
+    emissions[0, 1, 1] = -spread
+    transitions[0, 0, :, 0] = -spread  # into tag 0 of node 1: small in-products
+    transitions[0, 1, 1, :] = -spread  # out of tag 1 of node 1: small out-products
+    emissions[1] = torch.linspace(-1.0, 1.0, 8, dtype=emissions.dtype).view(4, 2)
+    lengths, boundary = torch.tensor([3, 4]), torch.zeros(2, dtype=emissions.dtype)
+    return emissions, transitions, lengths, boundary, boundary
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("underflows", [True, False])
+def test_linear_scalings_run_again_in_log_space_when_one_underflows(
+    monkeypatch: pytest.MonkeyPatch, dtype: str, underflows: bool
+) -> None:
+    """A large vouched kernel iterates in linear space (``_linear_projected``). Where a projection
+    writes a live scaling under ``e^{F/2}`` of its vector's largest (a spread of 1.5 · 0.95 · (−F/2)
+    from scores that each spread 0.95 · (−F/2), so the start is accepted), the call runs again
+    with the scalings in log space (``_projected``), and its marginals, value and Danskin gradient
+    are the log form's; with half the spread the linear run stands."""
+    torch = pytest.importorskip("torch")
+    import implementations.torch_backend.bcrf as kernel
+
+    spread = -0.95 * kernel._floor(getattr(torch, dtype)) / 2 * (1.0 if underflows else 0.5)
+    scores = _steep_chain(torch, dtype, spread)
+    monkeypatch.setattr(kernel, "FUSED_FROM", 1)
+    compiled = []
+    run_compiled = kernel._run_compiled
+    monkeypatch.setattr(
+        kernel, "_run_compiled", lambda f, *args: compiled.append(f.__name__) or run_compiled(f, *args)
+    )
+    options = {"iterations": 3, "temperature": 1.0, "order": "odd-even", "tolerance": None}
+    results = {}
+    for form in ("scaling", "log"):
+        compiled.clear()
+        emissions = scores[0].clone().requires_grad_()
+        value = kernel.loss(
+            emissions,
+            *scores[1:3],
+            torch.zeros(2, 4, dtype=torch.long),
+            *scores[3:],
+            form=form,
+            gradient="danskin",
+            **options,
+        )
+        (grad,) = torch.autograd.grad(value.sum(), emissions)
+        marginals = kernel.marginals(*scores, form=form, **options)
+        results[form] = [x.detach().numpy() for x in (*marginals, value, grad)]
+        if form == "scaling":
+            projections = [name for name in compiled if name.endswith("_projected")]
+            expected = ["_linear_projected", "_projected"] if underflows else ["_linear_projected"]
+            assert list(dict.fromkeys(projections)) == expected
+    tol = FORM_TOLERANCE[dtype] * spread  # the forms' rounding grows with the scores
+    for got, expected in zip(results["scaling"], results["log"], strict=True):
+        assert np.isfinite(got).all()
+        np.testing.assert_allclose(got, expected, rtol=0, atol=tol)
+
+
+def test_linear_scalings_start_only_where_they_are_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The linear state starts from a large per-position vouched kernel whose every sequence has a
+    live tag at each node and every live scaling at least ``e^{F/2}`` of its vector's largest,
+    autograd not recording; not from a sequence with a dead node, a scaling under that, a shared
+    or small kernel, a recorded run, or where the call runs again in log space."""
+    torch = pytest.importorskip("torch")
+    import implementations.torch_backend.bcrf as kernel
+    from implementations.torch_backend._scores import arc_terms
+
+    def start(emissions: Any, transitions: Any, lengths: Any, requires_grad: bool = False) -> Any:
+        transitions = transitions.clone().requires_grad_(requires_grad)
+        terms = arc_terms(emissions, transitions, lengths, None, None)
+        kernel_, scalings = kernel._scaled_initial(terms, lengths, 1.0)
+        return kernel._linear_start(kernel_, scalings, lengths)
+
+    emissions, transitions, lengths, *_ = _steep_chain(torch, "float32", 10.0)
+    assert start(emissions, transitions, lengths) is None  # small: not laid out by parity
+    monkeypatch.setattr(kernel, "FUSED_FROM", 1)
+    linear, shifts, smallest = start(emissions, transitions, lengths)
+    assert torch.equal(smallest, torch.ones(2))
+    for x, shift in zip(linear, shifts, strict=True):
+        assert x.amax(-1).le(1).all() and shift.isfinite().all()
+    with torch.enable_grad():
+        assert start(emissions, transitions, lengths, requires_grad=True) is None
+    assert start(emissions, transitions[0, 0], lengths) is None  # shared
+    steep = emissions.clone()
+    steep[1, 2, 0] = kernel._floor(torch.float32) / 2 - 1.0  # a live in-scaling under e^{F/2}
+    assert start(steep, transitions, lengths) is None
+    steep[1, 2, 0] = -math.inf  # dead: no longer read
+    assert start(steep, transitions, lengths) is not None
+    steep[1, 2, 1] = -math.inf  # node 2 of sequence 1 has no live tag
+    assert start(steep, transitions, lengths) is None
+    past = emissions.clone()
+    past[0, 3] = -math.inf  # the same past sequence 0's length: padding
+    assert start(past, transitions, lengths) is not None
+    token = kernel._linear_allowed.set(False)
+    try:
+        assert start(emissions, transitions, lengths) is None
+    finally:
+        kernel._linear_allowed.reset(token)
 
 
 def test_fused_products_fall_back_to_eager_without_a_compiler(monkeypatch: pytest.MonkeyPatch) -> None:
