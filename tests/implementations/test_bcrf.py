@@ -965,7 +965,7 @@ def test_linear_scalings_start_only_where_they_are_exact(monkeypatch: pytest.Mon
     steep[1, 2, 1] = -math.inf  # node 2 of sequence 1 has no live tag
     assert start(steep, transitions, lengths) is None
     past = emissions.clone()
-    past[0, 3] = -math.inf  # the same past sequence 0's length: padding
+    past[0, 3] = -math.inf  # position 3 is past sequence 0's length 3: padding, not read
     assert start(past, transitions, lengths) is not None
     token = kernel._linear_allowed.set(False)
     try:
