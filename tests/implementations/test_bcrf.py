@@ -932,6 +932,39 @@ def test_linear_scalings_run_again_in_log_space_when_one_underflows(
         np.testing.assert_allclose(got, expected, rtol=0, atol=tol)
 
 
+def test_linear_scalings_stop_at_a_tolerance_as_the_log_scalings_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a tolerance, the linear state (a nested tuple, each sequence frozen once within it)
+    stops at the iteration the log scalings stop at, with their errors and marginals: every
+    length 1..6, padding, float64."""
+    torch = pytest.importorskip("torch")
+    import implementations.torch_backend.bcrf as kernel
+
+    inst = all_lengths_instance(74, 4, max_len=6)
+    inst = replace(inst, transitions=np.where(np.isneginf(inst.transitions), -2.0, inst.transitions))
+    monkeypatch.setattr(kernel, "FUSED_FROM", 1)
+    compiled = []
+    run_compiled = kernel._run_compiled
+    monkeypatch.setattr(
+        kernel, "_run_compiled", lambda f, *args: compiled.append(f.__name__) or run_compiled(f, *args)
+    )
+    kw = inst.arrays("torch", "float64")
+    options = {"iterations": 100, "tolerance": 1e-8}
+    linear = apply(bcrf(backends.get("torch")), "solve", kw, **options)
+    assert "_linear_projected" in compiled and "_projected" not in compiled
+    token = kernel._linear_allowed.set(False)
+    try:
+        logged = apply(bcrf(backends.get("torch")), "solve", kw, **options)
+    finally:
+        kernel._linear_allowed.reset(token)
+    assert "_projected" in compiled
+    assert linear.iterations == logged.iterations < 100
+    for field in ("unary", "pairwise", "value", "errors"):
+        np.testing.assert_allclose(
+            npy(getattr(linear, field)), npy(getattr(logged, field)), rtol=1e-9, atol=1e-12
+        )
+    torch.testing.assert_close(linear.converged, logged.converged)
+
+
 def test_linear_scalings_start_only_where_they_are_exact(monkeypatch: pytest.MonkeyPatch) -> None:
     """The linear state starts from a large per-position vouched kernel whose every sequence has a
     live tag at each node and every live scaling at least ``e^{F/2}`` of its vector's largest,
