@@ -555,6 +555,13 @@ def _groups(scalings: Scalings, parity: int) -> int:
     return scalings[1].shape[2] if parity == 0 else scalings[0].shape[2] - 1
 
 
+def _in_clusters(lengths: Tensor, num_arcs: int, parity: int) -> Tensor:
+    """(B, P): which nodes of ``parity`` (node ``2k + parity`` in column k) a cluster holds in each
+    sequence: the inner nodes, ``1 ≤ p < len − 1``."""
+    nodes = torch.arange(parity, num_arcs + 1, 2, device=lengths.device)
+    return (nodes >= 1) & (nodes < (lengths - 1).unsqueeze(-1))
+
+
 def _scaling_projection(kernel: _Kernel, lengths: Tensor, num_arcs: int, first: int):
     """The projection of :func:`_project` on a scaling-form iterate (a function of its log
     scalings): :func:`_projected` on the parity's nodes, compiled whole (:func:`_run_compiled`)
@@ -567,11 +574,10 @@ def _scaling_projection(kernel: _Kernel, lengths: Tensor, num_arcs: int, first: 
     (a projection 3.9 ms, its two products alone 3.2), 3.7 against 4.5 at (8, 1024, 32)."""
     parity = first % 2
     tags_first = _tags_first(kernel)
-    nodes = torch.arange(parity, num_arcs + 1, 2, device=lengths.device)
-    active = (nodes >= 1) & (nodes < (lengths - 1).unsqueeze(-1))  # (B, P)
+    active = _in_clusters(lengths, num_arcs, parity)  # (B, P)
+    count, clusters = active.shape[1], len(range(first, num_arcs, 2))
     active = active.T.unsqueeze(0) if tags_first else active.unsqueeze(-1)  # (1, P, B) or (B, P, 1)
     active = active.unsqueeze(1)  # the side: (1, 1, P, B) or (B, 1, P, 1)
-    count, clusters = len(nodes), len(range(first, num_arcs, 2))
     dtype, num_tags = kernel.linear.dtype, kernel.linear.shape[-1]
     # 1 inside the clusters, in the shape of the scalings (a broadcast multiply is 3× slower)
     shape = (num_tags, 2, count, len(lengths)) if tags_first else (len(lengths), 2, count, num_tags)
@@ -677,16 +683,15 @@ def _linear_start(kernel: _Kernel, scalings: Scalings, lengths: Tensor) -> Linea
     that is not large, per position and vouched for (``fused`` in :func:`_scaling_projection`),
     autograd recording, a sequence with a node without a live tag (a live tag has both scalings
     finite), or a live scaling under the floor (:func:`_linear_floor`). One read-back."""
-    if not (kernel.vouched and kernel.by_parity and _linear_allowed.get()):
-        return None
-    if _recorded(kernel.linear, *scalings):
+    applies = kernel.vouched and kernel.by_parity and _linear_allowed.get()
+    if not applies or _recorded(kernel.linear, *scalings):
         return None
     linear, shifts, failed = [], [], []
     for parity, log_s in enumerate(scalings):
         shift = _shift(log_s)
         x = torch.exp(log_s - shift)
         real = _node_rows(log_s, parity, lengths)
-        live = (x[:, 0] * x[:, 1] > 0).any(-1, keepdim=True).unsqueeze(1)  # (B, 1, P, 1)
+        live = ((x[:, 0] > 0) & (x[:, 1] > 0)).any(-1, keepdim=True).unsqueeze(1)  # (B, 1, P, 1)
         below = (x > 0) & (x < _linear_floor(x.dtype))
         failed += [(real & ~live).any(), (real & below).any()]
         linear.append(x)
@@ -710,8 +715,7 @@ def _linear_projection(kernel: _Kernel, lengths: Tensor, num_arcs: int, first: i
     """The projection of :func:`_scaling_projection` on a linear state (:data:`LinearScalings`),
     compiled whole (:func:`_linear_projected`)."""
     parity = first % 2
-    nodes = torch.arange(parity, num_arcs + 1, 2, device=lengths.device)
-    active = ((nodes >= 1) & (nodes < (lengths - 1).unsqueeze(-1)))[:, None, :, None]  # (B, 1, P, 1)
+    active = _in_clusters(lengths, num_arcs, parity)[:, None, :, None]  # (B, 1, P, 1)
     clusters = len(range(first, num_arcs, 2))
     into, out_of = kernel.parities[1 - parity][1], kernel.parities[parity][0]  # Kᵀ and K
 
