@@ -5,12 +5,16 @@ the hardware limit.
 An IBP iteration is two projections. In the log form each must at least read and write every arc
 (B, N-1, T, T) in float32: 16 bytes per arc per iteration; the scaling form (BCRF's default) only
 reads the kernel of every arc group once per projection, as two batched matrix–vector products,
-and writes O(N T) scalings: 8 bytes per arc per iteration. The benchmark's transitions are per
-position, as the paper's models' (with shared ones the scaling form's kernel is one (T, T) matrix
-and no arc is read at all). The count is that of the form the benchmark runs (the registry's
-default). Its time is measured as the difference between 50 and 10 iterations of
-``marginals``, divided by 40 (:data:`ITERATIONS`), which leaves out the set-up and read-off that do
-not repeat.
+and writes O(N T) scalings: 8 bytes per arc per iteration; torch's sweep on the CPU (large
+per-position kernels, ``implementations/torch_backend/_sweep.c``) reads each arc block once an
+iteration for both projections: 4 bytes. The benchmark's transitions are per position, as the
+paper's models' (with shared ones the scaling form's kernel is one (T, T) matrix and no arc is read
+at all). The count is that of the form the benchmark runs (the registry's default, or the sweep
+where it ran: :func:`form_run`), tracked beside the bandwidth (``track_ibp_bytes_per_arc``), so
+that a report can turn either back into seconds an iteration: a form that reads less shows a
+lower share of the bandwidth at a shorter time. Its time is measured as the difference between 50
+and 10 iterations of ``marginals``, divided by 40 (:data:`ITERATIONS`), which leaves out the
+set-up and read-off that do not repeat.
 
 IBP's traffic is almost all reads, and one thread reads at most ~40 GB/s here against ~64 GB/s
 streamed (read plus written), so ``track_read_bandwidth`` (a large sum) gives the bound that a
@@ -47,14 +51,30 @@ from .common import (
 BACKENDS = ("torch", "jax")
 STREAM_ELEMENTS = {"cpu": 2**26, "gpu": 2**28}  # 256 MiB and 1 GiB of float32: well past every cache
 #: Least traffic per arc and iteration of each IBP form: two projections, each reading (and in the
-#: log form writing) a float32.
-BYTES_PER_ARC_ITERATION = {"log": 2 * 2 * 4, "scaling": 2 * 4}
+#: log form writing) a float32; the sweep reads it once for both.
+BYTES_PER_ARC_ITERATION = {"log": 2 * 2 * 4, "scaling": 2 * 4, "sweep": 4}
 FORM = registry.BCRF.default("form", "marginals")  # the form ``bcrf-10`` runs
 #: The two iteration counts whose times' difference is IBP's: 40 iterations apart, so that the
 #: set-up's and read-off's jitter (a few ms of the ~0.3 s they take at (8, 256, 128)) weighs a
 #: quarter of what it did 10 apart, where one process read torch at 25–38 GB/s and JAX at 25–34
 #: in successive calls (2026-11-26, at df2cfe4).
 ITERATIONS = (10, 50)
+
+
+def form_run(backend: str, call: Callable[[], Any]) -> str:
+    """The IBP form ``call`` runs: :data:`FORM`, or ``"sweep"`` where torch's C sweep iterated it
+    (seen by wrapping its iteration for the one call)."""
+    if backend != "torch":
+        return FORM
+    from implementations.torch_backend import _sweep
+
+    ran, iterations = [], _sweep.iterations
+    _sweep.iterations = lambda *args: ran.append(True) or iterations(*args)
+    try:
+        call()
+    finally:
+        _sweep.iterations = iterations
+    return "sweep" if ran else FORM
 
 
 def _torch_call(source: torch.Tensor, operation: Callable[[torch.Tensor], Any]):
@@ -166,7 +186,8 @@ class IBPBandwidth:
             operation(backend, "bcrf-10", "marginals", scores, iterations=iterations)
             for iterations in ITERATIONS
         )
-        self.fewer(), self.more()
+        self.fewer()
+        self.bytes_per_arc = BYTES_PER_ARC_ITERATION[form_run(backend, self.more)]
         self.arcs = batch * max(length - 1, 0) * num_tags**2
 
     def _ibp_bandwidth(self) -> float:
@@ -174,12 +195,20 @@ class IBPBandwidth:
         seconds_per_iteration = (more - fewer) / (ITERATIONS[1] - ITERATIONS[0])
         if seconds_per_iteration <= 0:  # below timer resolution: no meaningful rate
             return float("nan")
-        return BYTES_PER_ARC_ITERATION[FORM] * self.arcs / seconds_per_iteration / 1e9
+        return self.bytes_per_arc * self.arcs / seconds_per_iteration / 1e9
 
     def track_ibp_bandwidth(self, backend: str, device: str, length: int, num_tags: int, batch: int) -> float:
         return self._ibp_bandwidth()
 
     track_ibp_bandwidth.unit = "GB/s"
+
+    def track_ibp_bytes_per_arc(
+        self, backend: str, device: str, length: int, num_tags: int, batch: int
+    ) -> float:
+        """The traffic :meth:`track_ibp_bandwidth` counts an arc and iteration (of the form run)."""
+        return float(self.bytes_per_arc)
+
+    track_ibp_bytes_per_arc.unit = "bytes per arc and iteration"
 
     def track_ibp_roofline_fraction(self, backend: str, device: str, length: int, num_tags: int, batch: int):
         return self._ibp_bandwidth() / machine_bandwidth(device)

@@ -304,28 +304,35 @@ def _point(row) -> str:
 
 def roofline_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Per machine, device and backend: IBP-10's achieved bandwidth at the largest grid point measured
-    (most arcs B·(N-1)·T²), the machine's streaming and read bandwidths (the faster backend's, from
-    ``MemoryBandwidth``; NaN for a run without the read pass) and IBP's share of each.
-    (``track_ibp_roofline_fraction`` in the asv history is the share of streaming bandwidth against
-    a pass timed in the benchmark's own process.)"""
+    (most arcs B·(N-1)·T²), the traffic it counts an arc and iteration (that of the form run: 8
+    bytes for two projections' reads, 4 for torch's sweep, which reads each arc once; NaN in runs
+    that did not record it) and the seconds an iteration that gives, the machine's streaming and
+    read bandwidths (the faster backend's, from ``MemoryBandwidth``; NaN for a run without the
+    read pass) and IBP's share of each. (``track_ibp_roofline_fraction`` in the asv history is the
+    share of streaming bandwidth against a pass timed in the benchmark's own process.)"""
 
     def fastest(name: str) -> pd.Series:
         return frame[frame["name"] == name].groupby(["machine", "device"])["value"].max()
 
     stream, read = fastest("track_stream_bandwidth"), fastest("track_read_bandwidth")
     ibp = frame[frame["name"] == "track_ibp_bandwidth"]
+    point = ["machine", "commit", "device", "backend", "B", "N", "T"]
+    counted = frame[frame["name"] == "track_ibp_bytes_per_arc"].set_index(point)["value"]
     rows = []
     for (machine, device, backend), group in ibp.groupby(["machine", "device", "backend"], sort=True):
         arcs = group["B"].astype(int) * (group["N"].astype(int) - 1) * group["T"].astype(int) ** 2
         largest = group.loc[arcs.idxmax()]
         streaming, reading = (float(bound.get((machine, device), np.nan)) for bound in (stream, read))
         achieved = float(largest["value"])
+        per_arc = float(counted.get(tuple(largest[point]), np.nan))
         rows.append(
             {
                 "machine": machine,
                 "device": device,
                 "backend": backend,
                 "largest point": _point(largest),
+                "bytes an arc and iteration": per_arc,
+                "ms an iteration": round(per_arc * float(arcs.max()) / achieved / 1e6, 2),
                 "IBP GB/s": round(achieved, 2),
                 "streaming GB/s": round(streaming, 2),
                 "share of streaming bandwidth": round(achieved / streaming, 3),

@@ -45,6 +45,7 @@ import torch
 from torch import Tensor
 
 from ..solver import SolverOutput
+from . import _sweep
 from ._fixed_point import iterate, iterate_with_errors
 from ._scores import ArcTerms, arc_terms, gold_score, mask_emissions, position_mask
 from ._semiring import largest, logsumexp
@@ -731,6 +732,25 @@ def _linear_projection(kernel: _Kernel, lengths: Tensor, num_arcs: int, first: i
     return project
 
 
+def _sweep_steps(
+    kernel: _Kernel, lengths: Tensor, order: str
+) -> Callable[[LinearScalings, int], LinearScalings] | None:
+    """Where the C sweep runs the linear state of ``kernel`` (:func:`_sweep.available`: the CPU),
+    a function of a state and a number of iterations that runs them in sweeps along each
+    sequence: the arithmetic of :func:`_linear_projected`, each arc block read from memory once
+    for several iterations (docs/derivations.md §3.13)."""
+    if not _sweep.available(kernel.linear.device, kernel.linear.dtype, kernel.linear.shape[-1]):
+        return None
+    blocks = (kernel.parities[0][0], kernel.parities[1][0])
+    first = _first_clusters(order)[0] % 2
+
+    def steps(state: LinearScalings, count: int) -> LinearScalings:
+        linear, shifts, smallest = state
+        return _sweep.iterations(blocks, lengths, linear, shifts, smallest, first, count)
+
+    return steps
+
+
 def _linear_projected(
     linear: tuple[Tensor, Tensor],
     shifts: tuple[Tensor, Tensor],
@@ -894,6 +914,8 @@ class _Form(NamedTuple):
     marginals: Callable[[Any], Tensor]
     solution: Callable[[Any], _Solution]
     batch_dim: int = 0  # of the state's arrays
+    #: a number of iterations at once (state, count) -> state, where that is faster than steps
+    steps: Callable[[Any, int], Any] | None = None
 
 
 def _form(terms: ArcTerms, lengths: Tensor, temperature: float, order: str, form: str) -> _Form:
@@ -925,13 +947,17 @@ def _form(terms: ArcTerms, lengths: Tensor, temperature: float, order: str, form
     def solution(state: Any) -> _Solution:
         return _scaled_solution(read(state), kernel, terms, lengths, temperature)
 
+    steps = None if linear is None else _sweep_steps(kernel, lengths, order)
     return _Form(
         scalings if linear is None else linear,
-        _step(lengths, order, num_arcs, kernel, linear is not None),
+        _step(lengths, order, num_arcs, kernel, linear is not None)
+        if steps is None
+        else partial(steps, count=1),
         _error(marginals, lengths),
         marginals,
         solution,
         -1 if _tags_first(kernel) else 0,
+        steps,
     )
 
 
@@ -949,8 +975,11 @@ def _run(
     tolerance: float | None,
     form: str,
 ) -> tuple[_Form, Any]:
-    """The form and its state after ``iterations`` pairs of projections (or to ``tolerance``)."""
+    """The form and its state after ``iterations`` pairs of projections (or to ``tolerance``):
+    all at once where the form can (``steps``) and no tolerance is checked between them."""
     ibp = _form(terms, lengths, temperature, order, form)
+    if tolerance is None and ibp.steps is not None:
+        return ibp, ibp.steps(ibp.initial, iterations)
     return ibp, iterate(ibp.step, ibp.initial, iterations, tolerance, ibp.error, ibp.batch_dim)
 
 

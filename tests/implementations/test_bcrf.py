@@ -822,36 +822,55 @@ def _torch_solve_and_loss(inst: Any, dtype: str, **options: Any) -> list[np.ndar
     return out
 
 
+def _record_runs(monkeypatch: pytest.MonkeyPatch, kernel: Any, sweep: bool = True) -> list[str]:
+    """The names of what runs torch's large kernels, as they run: each compiled function
+    (``_run_compiled``) and ``"sweep"`` for each call of the C sweep (:mod:`_sweep`), which
+    is kept off unless ``sweep``: the linear state then iterates by compiled projections, as on
+    a GPU."""
+    runs: list[str] = []
+    run_compiled, iterations = kernel._run_compiled, kernel._sweep.iterations
+    monkeypatch.setattr(
+        kernel, "_run_compiled", lambda f, *args: runs.append(f.__name__) or run_compiled(f, *args)
+    )
+    monkeypatch.setattr(kernel._sweep, "iterations", lambda *args: runs.append("sweep") or iterations(*args))
+    if not sweep:
+        monkeypatch.setattr(kernel._sweep, "available", lambda device, dtype, num_tags: False)
+    else:
+        monkeypatch.setattr(kernel._sweep, "FROM_TAGS", 1)
+    return runs
+
+
+#: What iterates the linear state: the C sweep (on the CPU) or compiled projections (elsewhere)
+LINEAR_RUNS = {True: "sweep", False: "_linear_projected"}
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize(
-    ("tau", "finite_transitions", "projection"),
-    [(1.0, True, "_linear_projected"), (1.0, False, None), (0.01, False, None)],
-    ids=["vouched", "unvouched", "log-fallback"],
+    ("tau", "finite_transitions", "sweep"),
+    [(1.0, True, True), (1.0, True, False), (1.0, False, True), (0.01, False, True)],
+    ids=["vouched-sweep", "vouched-compiled", "unvouched", "log-fallback"],
 )
 def test_fused_products_equal_eager_ones(
     monkeypatch: pytest.MonkeyPatch,
     dtype: str,
     tau: float,
     finite_transitions: bool,
-    projection: str | None,
+    sweep: bool,
 ) -> None:
     """Torch's compiled products and projections (large per-position kernels; here every kernel,
     ``FUSED_FROM`` = 1, each then laid out parity by parity and read off by parity) give the eager
     ones' marginals, values and gradients: every length 1..6, -inf emissions, padding, both
-    gradients. A vouched kernel (finite transitions, τ = 1) iterates in linear space, each
-    projection compiled whole, autograd not recording (the Danskin loss, ``solve``); an unvouched
-    one compiles its products alone, and at τ = 0.01 falls back to log space."""
+    gradients. A vouched kernel (finite transitions, τ = 1) iterates in linear space where
+    autograd does not record (the Danskin loss, ``solve``): by the C sweep, or each projection
+    compiled whole; an unvouched one compiles its products alone, and at τ = 0.01 falls back to
+    log space."""
     torch = pytest.importorskip("torch")
     import implementations.torch_backend.bcrf as kernel
 
     inst = all_lengths_instance(72, 4, max_len=6, neg_inf=0.3, scale=3.0)
     if finite_transitions:  # -inf emissions (dead tags) with a vouched kernel
         inst = replace(inst, transitions=np.where(np.isneginf(inst.transitions), -2.0, inst.transitions))
-    compiled = []
-    run_compiled = kernel._run_compiled
-    monkeypatch.setattr(
-        kernel, "_run_compiled", lambda f, *args: compiled.append(f.__name__) or run_compiled(f, *args)
-    )
+    compiled = _record_runs(monkeypatch, kernel, sweep)
     tol = FORM_TOLERANCE[dtype]
     options = {"iterations": 5, "temperature": tau}
     eager = _torch_solve_and_loss(inst, dtype, **options)
@@ -862,7 +881,8 @@ def test_fused_products_equal_eager_ones(
         patch.setattr(kernel, "FUSED_FROM", 1)
         fused = _torch_solve_and_loss(inst, dtype, **options)
         assert kernel._kernel(per_position, 1.0).by_parity
-    assert {"_projected", "_linear_projected"} & set(compiled) == ({projection} if projection else set())
+    linear = {LINEAR_RUNS[sweep]} if finite_transitions else set()
+    assert {"_projected", *LINEAR_RUNS.values()} & set(compiled) == linear
     assert "_row_products" in compiled  # the start's and the read-off's products, at least
     for got, expected in zip(fused, eager, strict=True):
         assert np.isfinite(got).all() == np.isfinite(expected).all()
@@ -886,25 +906,22 @@ def _steep_chain(torch: Any, dtype: str, spread: float) -> tuple[Any, ...]:
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("underflows", [True, False])
+@pytest.mark.parametrize("sweep", [True, False], ids=["sweep", "compiled"])
 def test_linear_scalings_run_again_in_log_space_when_one_underflows(
-    monkeypatch: pytest.MonkeyPatch, dtype: str, underflows: bool
+    monkeypatch: pytest.MonkeyPatch, dtype: str, underflows: bool, sweep: bool
 ) -> None:
-    """A large vouched kernel iterates in linear space (``_linear_projected``). Where a projection
-    writes a live scaling under ``e^{F/2}`` of its vector's largest (a spread of 1.5 · 0.95 · (−F/2)
-    from scores that each spread 0.95 · (−F/2), so the start is accepted), the call runs again
-    with the scalings in log space (``_projected``), and its marginals, value and Danskin gradient
-    are the log form's; with half the spread the linear run stands."""
+    """A large vouched kernel iterates in linear space (the sweep or ``_linear_projected``). Where
+    a projection writes a live scaling under ``e^{F/2}`` of its vector's largest (a spread of
+    1.5 · 0.95 · (−F/2) from scores that each spread 0.95 · (−F/2), so the start is accepted), the
+    call runs again with the scalings in log space (``_projected``), and its marginals, value and
+    Danskin gradient are the log form's; with half the spread the linear run stands."""
     torch = pytest.importorskip("torch")
     import implementations.torch_backend.bcrf as kernel
 
     spread = -0.95 * kernel._floor(getattr(torch, dtype)) / 2 * (1.0 if underflows else 0.5)
     scores = _steep_chain(torch, dtype, spread)
     monkeypatch.setattr(kernel, "FUSED_FROM", 1)
-    compiled = []
-    run_compiled = kernel._run_compiled
-    monkeypatch.setattr(
-        kernel, "_run_compiled", lambda f, *args: compiled.append(f.__name__) or run_compiled(f, *args)
-    )
+    compiled = _record_runs(monkeypatch, kernel, sweep)
     options = {"iterations": 3, "temperature": 1.0, "order": "odd-even", "tolerance": None}
     results = {}
     for form in ("scaling", "log"):
@@ -923,8 +940,8 @@ def test_linear_scalings_run_again_in_log_space_when_one_underflows(
         marginals = kernel.marginals(*scores, form=form, **options)
         results[form] = [x.detach().numpy() for x in (*marginals, value, grad)]
         if form == "scaling":
-            projections = [name for name in compiled if name.endswith("_projected")]
-            expected = ["_linear_projected", "_projected"] if underflows else ["_linear_projected"]
+            projections = [name for name in compiled if name.endswith("_projected") or name == "sweep"]
+            expected = [LINEAR_RUNS[sweep], "_projected"] if underflows else [LINEAR_RUNS[sweep]]
             assert list(dict.fromkeys(projections)) == expected
     tol = FORM_TOLERANCE[dtype] * spread  # the forms' rounding grows with the scores
     for got, expected in zip(results["scaling"], results["log"], strict=True):
@@ -932,25 +949,24 @@ def test_linear_scalings_run_again_in_log_space_when_one_underflows(
         np.testing.assert_allclose(got, expected, rtol=0, atol=tol)
 
 
-def test_linear_scalings_stop_at_a_tolerance_as_the_log_scalings_do(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("sweep", [True, False], ids=["sweep", "compiled"])
+def test_linear_scalings_stop_at_a_tolerance_as_the_log_scalings_do(
+    monkeypatch: pytest.MonkeyPatch, sweep: bool
+) -> None:
     """With a tolerance, the linear state (a nested tuple, each sequence frozen once within it)
     stops at the iteration the log scalings stop at, with their errors and marginals: every
-    length 1..6, padding, float64."""
+    length 1..6, padding, float64, by the sweep or by compiled projections."""
     torch = pytest.importorskip("torch")
     import implementations.torch_backend.bcrf as kernel
 
     inst = all_lengths_instance(74, 4, max_len=6)
     inst = replace(inst, transitions=np.where(np.isneginf(inst.transitions), -2.0, inst.transitions))
     monkeypatch.setattr(kernel, "FUSED_FROM", 1)
-    compiled = []
-    run_compiled = kernel._run_compiled
-    monkeypatch.setattr(
-        kernel, "_run_compiled", lambda f, *args: compiled.append(f.__name__) or run_compiled(f, *args)
-    )
+    compiled = _record_runs(monkeypatch, kernel, sweep)
     kw = inst.arrays("torch", "float64")
     options = {"iterations": 100, "tolerance": 1e-8}
     linear = apply(bcrf(backends.get("torch")), "solve", kw, **options)
-    assert "_linear_projected" in compiled and "_projected" not in compiled
+    assert LINEAR_RUNS[sweep] in compiled and "_projected" not in compiled
     token = kernel._linear_allowed.set(False)
     try:
         logged = apply(bcrf(backends.get("torch")), "solve", kw, **options)

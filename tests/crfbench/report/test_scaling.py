@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -105,6 +106,25 @@ def test_roofline_reads_the_largest_point_against_the_faster_streaming_backend()
     assert set(table["streaming GB/s"]) == {50.0}
     assert set(table["read GB/s"]) == {25.0}  # the faster backend's read pass
     assert table.loc["jax", "share of read bandwidth"] == pytest.approx(0.8)  # 20 / 25
+
+
+def test_roofline_turns_the_traffic_counted_into_seconds_an_iteration():
+    """torch's sweep counts 4 bytes an arc and iteration (each arc read once), JAX's projections 8;
+    a run that did not record the count leaves it and the seconds unknown."""
+    rows = [_row("track_stream_bandwidth", 40.0, backend="torch")]
+    for backend, per_arc, gbs in (("torch", 4.0, 10.0), ("jax", 8.0, 10.0), ("cuda", None, 10.0)):
+        rows.append(_row("track_ibp_bandwidth", gbs, backend=backend, N=17, T=128, B=8))
+        if per_arc is not None:
+            rows.append(_row("track_ibp_bytes_per_arc", per_arc, backend=backend, N=17, T=128, B=8))
+        rows.append(_row("track_ibp_bytes_per_arc", 16.0, backend=backend, N=9, T=128, B=8))  # another point
+    table = roofline_table(_frame(rows)).set_index("backend")
+    arcs = 8 * 16 * 128**2
+    assert table.loc["torch", "bytes an arc and iteration"] == 4.0
+    assert table.loc["torch", "ms an iteration"] == pytest.approx(round(4 * arcs / 10e9 * 1e3, 2))
+    assert table.loc["jax", "ms an iteration"] == pytest.approx(round(8 * arcs / 10e9 * 1e3, 2))
+    assert np.isnan(table.loc["cuda", "bytes an arc and iteration"]) and np.isnan(
+        table.loc["cuda", "ms an iteration"]
+    )
 
 
 def test_roofline_without_a_read_pass_leaves_its_share_unknown():
