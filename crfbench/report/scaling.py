@@ -438,7 +438,9 @@ def summary_tables(frame: pd.DataFrame) -> dict[str, tuple[str, pd.DataFrame]]:
     """The scaling summaries that have data, by file stem: (title, table)."""
     tables = {
         "scaling-roofline": (
-            "Roofline: IBP-10's achieved bandwidth against streaming and read bandwidth",
+            "Roofline: IBP-10's achieved bandwidth against streaming and read bandwidth (the traffic "
+            "counted is the form's; torch's CPU sweep reads each arc once an iteration, from memory "
+            "once a call and from cache after, so it can pass both)",
             roofline_table(frame),
         ),
         "scaling-peers": (

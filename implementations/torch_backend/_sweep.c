@@ -7,7 +7,7 @@
    n (its in- and out-products), is projected, and at once the same two arcs, still in cache,
    give the second parity's products with its new scalings: node n - 1's out-product now, node
    n + 1's in-product for the next step, where node n - 1 is projected. The arithmetic is that of
-   `_linear_projected` in bcrf.py, node for node (docs/derivations.md §3.13).
+   `_linear_projected` in bcrf.py, node for node (docs/derivations.md §3.12, *The sweep*).
 
    Built by _sweep.py with the host's C compiler; this file includes itself once for float and
    once for double (REAL), so that both share one text. */

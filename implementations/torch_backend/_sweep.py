@@ -1,7 +1,7 @@
-"""BCRF's sweep on CPU: an IBP iteration on the linear state of a large per-position kernel that
-reads every arc block from memory once (``_sweep.c``), where two compiled projections read it
-twice. One thread at (8, 256, 128): 7.3–7.5 ms an iteration against 11.1–11.8
-(docs/derivations.md §3.13).
+"""BCRF's sweep on the CPU: IBP iterations on the linear state of a large per-position kernel in
+one pass along each sequence (``_sweep.c``), reading every arc block from memory once for
+:data:`DEPTH` iterations where two compiled projections read it twice an iteration. One thread at
+(8, 256, 128): 3.4–4.1 ms an iteration against 12.3 (docs/derivations.md §3.12, *The sweep*).
 
 The C source is built at first use with the host's C compiler (``$CC``, else ``cc``; the one
 inductor needs too), for this machine (``-march=native``), into a cache keyed by the source,

@@ -25,7 +25,9 @@ tests in place. A large per-position kernel that needs no such test (``vouched``
 linear space where autograd does not record: each scaling held as ``e^{log s − shift}`` beside
 its vector's shift, a projection takes a square root and a division per tag where the log
 scalings cost three transcendentals; should a projection write a live scaling under ``e^{F/2}``
-of its vector's largest, the call runs again in log space (:data:`LinearScalings`).
+of its vector's largest, the call runs again in log space (:data:`LinearScalings`). On the CPU
+that state iterates in a C sweep along each sequence, both projections of several iterations in
+one pass that reads each arc block from memory once (:mod:`._sweep`).
 
 Lengths 1 and 2 have no inner cluster: length 1 is a softmax over tags, length 2 a softmax over
 tag pairs (every arc group is normalised before the first projection, which leaves the iterates
@@ -738,7 +740,7 @@ def _sweep_steps(
     """Where the C sweep runs the linear state of ``kernel`` (:func:`_sweep.available`: the CPU),
     a function of a state and a number of iterations that runs them in sweeps along each
     sequence: the arithmetic of :func:`_linear_projected`, each arc block read from memory once
-    for several iterations (docs/derivations.md §3.13)."""
+    for several iterations (docs/derivations.md §3.12, *The sweep*)."""
     if not _sweep.available(kernel.linear.device, kernel.linear.dtype, kernel.linear.shape[-1]):
         return None
     blocks = (kernel.parities[0][0], kernel.parities[1][0])

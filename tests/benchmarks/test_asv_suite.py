@@ -189,3 +189,21 @@ def test_views_are_not_counted_and_a_read_back_is_a_sync():
         y = x[1:].unsqueeze(0).transpose(1, 2)  # views: nothing computed
         total = float((y * 2).sum())
     assert (count.operators, count.syncs, total) == (2, 1, 18.0)
+
+
+def test_the_roofline_counts_the_traffic_of_the_form_run(monkeypatch):
+    """torch's sweep (a large per-position kernel on the CPU; here every kernel, ``FUSED_FROM`` = 1)
+    reads each arc once an iteration and is counted so; the compiled projections and JAX's read it
+    twice (the registry's form); the sweep's iterations are left unwrapped after the look."""
+    from benchmarks import bench_roofline
+    from implementations.torch_backend import _sweep, bcrf
+
+    call = common.operation("torch", "bcrf-10", "marginals", common.random_scores("torch", "cpu", 2, 16, 16))
+    assert bench_roofline.form_run("torch", call) == bench_roofline.FORM == "scaling"
+    monkeypatch.setattr(bcrf, "FUSED_FROM", 1)
+    iterations = _sweep.iterations
+    swept = _sweep.available(torch.device("cpu"), torch.float32, 16)
+    assert bench_roofline.form_run("torch", call) == ("sweep" if swept else "scaling")
+    assert _sweep.iterations is iterations
+    assert bench_roofline.form_run("jax", call) == "scaling"  # not run: JAX has no sweep
+    assert bench_roofline.BYTES_PER_ARC_ITERATION["sweep"] * 2 == bench_roofline.BYTES_PER_ARC_ITERATION["scaling"]
