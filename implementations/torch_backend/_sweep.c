@@ -1,13 +1,15 @@
-/* One iteration of BCRF's iterative Bregman projections on the linear state of a per-position
-   kernel, as one sweep along each sequence that reads every arc block from memory once.
+/* Iterations of BCRF's iterative Bregman projections on the linear state of a per-position
+   kernel, in sweeps along each sequence that read every arc block from memory once for several
+   iterations.
 
    The projections of an iteration read every arc twice: the first parity's nodes read each arc
    for the product with their neighbour's old scalings, the second parity's for the product with
    the first's new ones. Taken in node order, node n of the first parity reads arcs n - 1 and
-   n (its in- and out-products), is projected, and at once the same two arcs, still in cache,
-   give the second parity's products with its new scalings: node n - 1's out-product now, node
-   n + 1's in-product for the next step, where node n - 1 is projected. The arithmetic is that of
-   `_linear_projected` in bcrf.py, node for node (docs/derivations.md §3.12, *The sweep*).
+   n (its in- and out-products) and is projected; at once the same two arcs, still in cache, give
+   the second parity's products with its new scalings: node n - 1's out-product, whereupon node
+   n - 1 (its in-product came with the step before) is projected, and node n + 1's in-product,
+   kept for the next step. The arithmetic is that of `_linear_projected` in bcrf.py, node for
+   node (docs/derivations.md §3.12, *The sweep*).
 
    Built by _sweep.py with the host's C compiler; this file includes itself once for float and
    once for double (REAL), so that both share one text. */

@@ -92,7 +92,7 @@ def _library() -> ctypes.CDLL | None:
 
 #: The sweep runs from this many tags on, where a vector of 16 float32 covers a kernel's row:
 #: below, the compiled projections are faster (one thread, (16, 2048, 8): 5.7 against 5.2 ms an
-#: iteration; (64, 512, 17): 7.8 against 10.8).
+#: iteration; (64, 512, 17): 6.8 against 10.6).
 FROM_TAGS = 16
 
 
@@ -112,18 +112,18 @@ def iterations(
     lengths: Tensor,
     scalings: tuple[Tensor, Tensor],
     shifts: tuple[Tensor, Tensor],
-    least: Tensor,
+    smallest: Tensor,
     first: int,
     count: int = 1,
 ) -> tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor], Tensor]:
     """``count`` IBP iterations on a linear state, each projecting the inner nodes of parity
     ``first`` first: new scalings (B, 2, P_p, T) and shifts (B, 2, P_p, 1) of each parity p, and
-    the smallest live scaling written (B,), at most ``least``. ``kernels``: the (T, T) blocks of
+    the smallest live scaling written (B,), at most ``smallest``. ``kernels``: the (T, T) blocks of
     the even and the odd arcs (B, G_p, T, T), each block contiguous; ``lengths`` (B,). The
     iterations run sequence by sequence, :data:`DEPTH` to a sweep. The inputs are not changed.
     :func:`available` must hold."""
-    function = getattr(_library(), _FUNCTIONS[least.dtype])
-    new = [x.clone(memory_format=torch.contiguous_format) for x in (*scalings, *shifts, least)]
+    function = getattr(_library(), _FUNCTIONS[smallest.dtype])
+    new = [x.clone(memory_format=torch.contiguous_format) for x in (*scalings, *shifts, smallest)]
     for kernel in kernels:
         if kernel.stride()[-2:] != (kernel.shape[-1], 1):
             raise ValueError(f"bcrf sweep: arc blocks must be contiguous, got strides {kernel.stride()}")

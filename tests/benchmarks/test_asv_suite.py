@@ -206,4 +206,5 @@ def test_the_roofline_counts_the_traffic_of_the_form_run(monkeypatch):
     assert bench_roofline.form_run("torch", call) == ("sweep" if swept else "scaling")
     assert _sweep.iterations is iterations
     assert bench_roofline.form_run("jax", call) == "scaling"  # not run: JAX has no sweep
-    assert bench_roofline.BYTES_PER_ARC_ITERATION["sweep"] * 2 == bench_roofline.BYTES_PER_ARC_ITERATION["scaling"]
+    counts = bench_roofline.BYTES_PER_ARC_ITERATION
+    assert counts["sweep"] * 2 == counts["scaling"]
