@@ -1,8 +1,9 @@
-"""BCRF's C sweep (``implementations/torch_backend/_sweep.c``): one IBP iteration on a linear state,
-against its oracle, two eager ``_linear_projected`` (the compiled projections' own arithmetic,
-tested against the log form and the reference loop in test_bcrf.py): every length 1..7 with
-padding, tag counts on each side of the C kernel's vector and register-chunk widths, dead tags,
-both parities first, float32 and float64."""
+"""BCRF's C sweep (``implementations/torch_backend/_sweep.c``): IBP iterations on a linear state,
+several to a sweep, against their oracle, pairs of eager ``_linear_projected`` (the compiled
+projections' own arithmetic, tested against the log form and the reference loop in
+test_bcrf.py): every length 1..7 with padding, tag counts on each side of the C kernel's vector
+and register-chunk widths, dead tags, both parities first, float32 and float64; and the same
+values bit for bit whatever the iterations a sweep or the threads."""
 
 from __future__ import annotations
 
