@@ -14,11 +14,15 @@ where it ran: :func:`form_run`), tracked beside the bandwidth (``track_ibp_bytes
 that a report can turn either back into seconds an iteration: a form that reads less shows a
 lower share of the bandwidth at a shorter time. Its time is measured as the difference between 50
 and 10 iterations of ``marginals``, divided by 40 (:data:`ITERATIONS`), which leaves out the
-set-up and read-off that do not repeat.
+set-up and read-off that do not repeat. For the sweep it leaves out a call's first pass over the
+arcs too: the sweep takes a sequence's iterations together, so that where a sequence's kernel fits
+the cache (16.7 MB at N = 256, T = 128, in a 32 MB L3) its later iterations read from there, and
+its rate can pass the memory's.
 
-IBP's traffic is almost all reads, and one thread reads at most ~40 GB/s here against ~64 GB/s
-streamed (read plus written), so ``track_read_bandwidth`` (a large sum) gives the bound that a
-read-bound kernel can reach; the report shows IBP's share of both.
+IBP's traffic is almost all reads, and one thread reads at most ~31–33 GB/s here against ~48
+GB/s streamed (read plus written; ~40 against ~64 on the host before 2026-11-27), so
+``track_read_bandwidth`` (a large sum) gives the bound that a read-bound kernel can reach; the
+report shows IBP's share of both.
 
 Everything runs on one thread, the streaming passes included (:func:`common.use_device`): until
 2026-11-26 XLA's CPU pool kept both cores of the 2-core machine for JAX's pass, which put the

@@ -151,7 +151,8 @@ class _Kernel(NamedTuple):
     ``transitions/τ``, per group where they are per group). Entries under the dtype's smallest
     normal number are flushed to 0 (subnormals are slow). ``parities`` holds ``(K, Kᵀ)``, each
     contiguous, for the even and the odd groups, so that either product reads contiguous memory in
-    the layout its fastest routine wants (:func:`_product`); shared, the same pair for both.
+    the layout its fastest routine wants (:func:`_product`); shared, the same pair for both; laid
+    out by parity, Kᵀ is made where a call first reads it (:func:`_with_transposes`).
     ``vouched``: every entry is at least ``e^{F/2}``, so that every product with a vector whose
     largest entry is 1 is too, and :func:`_flows` need not test them. ``by_parity``: ``linear``
     holds the groups parity by parity (0, 2, ..., then 1, 3, ...), and each parity's K is a block
@@ -165,7 +166,8 @@ class _Kernel(NamedTuple):
     scaled: Tensor  # transitions/τ, (T, T) or (B, N-1, T, T)
     shift: Tensor  # () or (B, N-1)
     linear: Tensor  # exp(log), flushed
-    parities: tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]  # (K, Kᵀ) of groups 0, 2, ... and 1, 3, ...
+    #: (K, Kᵀ) of groups 0, 2, ... and 1, 3, ...; Kᵀ None by parity until needed (_with_transposes)
+    parities: tuple[tuple[Tensor, Tensor | None], tuple[Tensor, Tensor | None]]
     vouched: bool
     by_parity: bool = False
 
@@ -234,8 +236,20 @@ def _kernel(transitions: Tensor, temperature: float) -> _Kernel:
         if by_parity
         else (linear[:, 0::2].contiguous(), linear[:, 1::2].contiguous())
     )
-    parities = tuple((part, part.transpose(-1, -2).contiguous()) for part in halves)
+    # by parity, Kᵀ waits for a call that reads it (_with_transposes)
+    parities = tuple((part, None if by_parity else part.transpose(-1, -2).contiguous()) for part in halves)
     return _Kernel(scaled, shift, linear, parities, vouched, by_parity)
+
+
+def _with_transposes(kernel: _Kernel) -> _Kernel:
+    """``kernel`` with each parity's Kᵀ (contiguous), which the products into the tags read, made
+    where a call first needs them: :func:`_kernel` leaves them out of a kernel laid out by parity,
+    as the sweep and the marginals' read-off never read them and each is as large as its parity's
+    arcs (at (8, 256, 128) the marginals then write one 134 MB array less). ``kernel`` itself
+    where they are there."""
+    if all(transposed is not None for _, transposed in kernel.parities):
+        return kernel
+    return kernel._replace(parities=tuple((k, k.transpose(-1, -2).contiguous()) for k, _ in kernel.parities))
 
 
 #: From this many tags on, a batch of matrix–vector products ``M x`` is faster as row vector
@@ -307,7 +321,8 @@ def _product(
     matrices, rows = (transposed, kernel) if into else (kernel, transposed)  # M and Mᵀ
     if matrices.numel() >= FUSED_FROM:
         return _fused_row_products(matrices, vectors)
-    if kernel.shape[-1] >= ROW_VECTOR_FROM:
+    # (Mᵀ not made yet: the odd groups of a kernel laid out by parity at FUSED_FROM, one group fewer)
+    if kernel.shape[-1] >= ROW_VECTOR_FROM and rows is not None:
         return torch.matmul(vectors.unsqueeze(-2), rows).squeeze(-2)
     return torch.matmul(matrices, vectors.unsqueeze(-1)).squeeze(-1)
 
@@ -947,9 +962,11 @@ def _form(terms: ArcTerms, lengths: Tensor, temperature: float, order: str, form
         return _scaled_marginals(kernel, lengths, read(state))
 
     def solution(state: Any) -> _Solution:
-        return _scaled_solution(read(state), kernel, terms, lengths, temperature)
+        return _scaled_solution(read(state), _with_transposes(kernel), terms, lengths, temperature)
 
     steps = None if linear is None else _sweep_steps(kernel, lengths, order)
+    if steps is None:  # the projections read Kᵀ
+        kernel = _with_transposes(kernel)
     return _Form(
         scalings if linear is None else linear,
         _step(lengths, order, num_arcs, kernel, linear is not None)

@@ -889,6 +889,58 @@ def test_fused_products_equal_eager_ones(
         np.testing.assert_allclose(got, expected, rtol=tol, atol=10 * tol / tau)
 
 
+@pytest.mark.parametrize("sweep", [True, False], ids=["sweep", "compiled"])
+def test_a_kernel_laid_out_by_parity_makes_its_transposes_where_a_call_reads_them(
+    monkeypatch: pytest.MonkeyPatch, sweep: bool
+) -> None:
+    """Laid out by parity, a kernel leaves out each parity's Kᵀ (as large as its arcs) until a call
+    reads it: the sweep's marginals never do; the loss's read-off (its in-flows) or the compiled
+    projections make it, once a call, as K's transpose. Made, it is not made again."""
+    torch = pytest.importorskip("torch")
+    import implementations.torch_backend.bcrf as kernel
+
+    monkeypatch.setattr(kernel, "FUSED_FROM", 1)
+    runs = _record_runs(monkeypatch, kernel, sweep)
+    made = []
+    with_transposes = kernel._with_transposes
+    monkeypatch.setattr(
+        kernel, "_with_transposes", lambda k: made.append(k.parities[0][1] is None) or with_transposes(k)
+    )
+    inst = all_lengths_instance(75, 4, max_len=6)
+    inst = replace(inst, transitions=np.where(np.isneginf(inst.transitions), -2.0, inst.transitions))
+    backend = backends.get("torch")
+    kw, tags = inst.arrays("torch", "float64"), inst.gold_array(backend)
+    apply(bcrf(backend), "marginals", kw, iterations=3)
+    assert made.count(True) == (0 if sweep else 1) and LINEAR_RUNS[sweep] in runs
+    made.clear()
+    apply(bcrf(backend), "loss", kw, tags, iterations=3, gradient="danskin")
+    assert made.count(True) == 1  # the read-off's, or the projections' (which the read-off reuses)
+    per_position = kernel._kernel(torch.rand(2, 3, 4, 4, dtype=torch.float64), 1.0)
+    assert per_position.by_parity and all(transposed is None for _, transposed in per_position.parities)
+    full = with_transposes(per_position)
+    for k, transposed in full.parities:
+        assert torch.equal(transposed, k.transpose(-1, -2)) and transposed.is_contiguous()
+    assert with_transposes(full) is full
+
+
+def test_the_odd_groups_under_fused_from_give_the_eager_results(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel whose even groups just reach ``FUSED_FROM`` is laid out by parity while its odd
+    groups, one fewer, stay under it: their products take a batched matmul, without the Kᵀ the
+    sweep's calls never make (T = 32, from ``ROW_VECTOR_FROM``). Marginals, value and gradients
+    are the eager ones."""
+    pytest.importorskip("torch")
+    import implementations.torch_backend.bcrf as kernel
+
+    inst = all_lengths_instance(76, 32, max_len=6)  # 5 arc groups: 3 even, 2 odd
+    inst = replace(inst, transitions=np.where(np.isneginf(inst.transitions), -2.0, inst.transitions))
+    eager = _torch_solve_and_loss(inst, "float64", iterations=3)
+    monkeypatch.setattr(kernel, "FUSED_FROM", len(inst.transitions) * 3 * 32**2)
+    runs = _record_runs(monkeypatch, kernel)
+    for got, expected in zip(_torch_solve_and_loss(inst, "float64", iterations=3), eager, strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-10)
+    assert "sweep" in runs
+
+
 def _steep_chain(torch: Any, dtype: str, spread: float) -> tuple[Any, ...]:
     """Scores of a batch of two (lengths 3 and 4, N = 4, T = 2, per-position transitions) whose
     first sequence drives node 1's new in-scalings apart by about ``1.5 spread``: its own

@@ -48,7 +48,7 @@ def _state(seed: int, num_tags: int, dtype: torch.dtype, max_len: int = 7) -> tu
 def _eager_iterations(kernel_: Any, lengths: Any, state: Any, first: int, count: int) -> Any:
     """``count`` iterations of two projections by eager ``_linear_projected``, the nodes of parity
     ``first`` first."""
-    num_arcs = kernel_.linear.shape[1]
+    num_arcs, kernel_ = kernel_.linear.shape[1], kernel._with_transposes(kernel_)
     for _ in range(count):
         for parity in (first, 1 - first):
             state = kernel._linear_projection(kernel_, lengths, num_arcs, parity + 2 * (parity == 0))(state)
@@ -122,7 +122,7 @@ def test_sweep_shares_the_sequences_among_threads_with_the_same_result(
 def test_sweep_refuses_blocks_that_are_not_contiguous(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kernel, "FUSED_FROM", 1)
     kernel_, lengths, state = _state(6, 3, torch.float64)
-    blocks = (kernel_.parities[0][1].transpose(-1, -2), kernel_.parities[1][0])
+    blocks = (kernel._with_transposes(kernel_).parities[0][1].transpose(-1, -2), kernel_.parities[1][0])
     with pytest.raises(ValueError, match="arc blocks must be contiguous"):
         _sweep.iterations(blocks, lengths, *state, 0)
 
