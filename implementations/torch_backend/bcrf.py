@@ -590,7 +590,7 @@ def _scaling_projection(kernel: _Kernel, lengths: Tensor, num_arcs: int, first: 
     of a few loops. One thread, alternated with the
     eager projection in one process: 8.4–8.9 against 9.1–10.2 ms an iteration at (8, 256, 128)
     (a projection 3.9 ms, its two products alone 3.2), 3.7 against 4.5 at (8, 1024, 32)."""
-    parity = first % 2
+    parity, kernel = first % 2, _with_transposes(kernel)
     tags_first = _tags_first(kernel)
     active = _in_clusters(lengths, num_arcs, parity)  # (B, P)
     count, clusters = active.shape[1], len(range(first, num_arcs, 2))
@@ -732,7 +732,7 @@ def _log_scalings(state: LinearScalings) -> Scalings:
 def _linear_projection(kernel: _Kernel, lengths: Tensor, num_arcs: int, first: int):
     """The projection of :func:`_scaling_projection` on a linear state (:data:`LinearScalings`),
     compiled whole (:func:`_linear_projected`)."""
-    parity = first % 2
+    parity, kernel = first % 2, _with_transposes(kernel)
     active = _in_clusters(lengths, num_arcs, parity)[:, None, :, None]  # (B, 1, P, 1)
     clusters = len(range(first, num_arcs, 2))
     into, out_of = kernel.parities[1 - parity][1], kernel.parities[parity][0]  # Kᵀ and K
@@ -965,7 +965,7 @@ def _form(terms: ArcTerms, lengths: Tensor, temperature: float, order: str, form
         return _scaled_solution(read(state), _with_transposes(kernel), terms, lengths, temperature)
 
     steps = None if linear is None else _sweep_steps(kernel, lengths, order)
-    if steps is None:  # the projections read Kᵀ
+    if steps is None:  # the projections read Kᵀ: made once for both and the read-off
         kernel = _with_transposes(kernel)
     return _Form(
         scalings if linear is None else linear,

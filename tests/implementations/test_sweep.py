@@ -48,7 +48,7 @@ def _state(seed: int, num_tags: int, dtype: torch.dtype, max_len: int = 7) -> tu
 def _eager_iterations(kernel_: Any, lengths: Any, state: Any, first: int, count: int) -> Any:
     """``count`` iterations of two projections by eager ``_linear_projected``, the nodes of parity
     ``first`` first."""
-    num_arcs, kernel_ = kernel_.linear.shape[1], kernel._with_transposes(kernel_)
+    num_arcs = kernel_.linear.shape[1]
     for _ in range(count):
         for parity in (first, 1 - first):
             state = kernel._linear_projection(kernel_, lengths, num_arcs, parity + 2 * (parity == 0))(state)
