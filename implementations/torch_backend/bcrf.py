@@ -957,21 +957,22 @@ def _form(terms: ArcTerms, lengths: Tensor, temperature: float, order: str, form
     kernel, scalings = _scaled_initial(terms, lengths, temperature)
     linear = _linear_start(kernel, scalings, lengths)
     read = _log_scalings if linear is not None else _as_is
+    steps = None if linear is None else _sweep_steps(kernel, lengths, order)
+    if steps is None:  # the projections read Kᵀ: made once for both and the read-off
+        kernel = _with_transposes(kernel)
+        step = _step(lengths, order, num_arcs, kernel, linear is not None)
+    else:
+        step = partial(steps, count=1)
 
     def marginals(state: Any) -> Tensor:
         return _scaled_marginals(kernel, lengths, read(state))
 
-    def solution(state: Any) -> _Solution:
+    def solution(state: Any) -> _Solution:  # after the sweep, the in-flows' Kᵀ is made here
         return _scaled_solution(read(state), _with_transposes(kernel), terms, lengths, temperature)
 
-    steps = None if linear is None else _sweep_steps(kernel, lengths, order)
-    if steps is None:  # the projections read Kᵀ: made once for both and the read-off
-        kernel = _with_transposes(kernel)
     return _Form(
         scalings if linear is None else linear,
-        _step(lengths, order, num_arcs, kernel, linear is not None)
-        if steps is None
-        else partial(steps, count=1),
+        step,
         _error(marginals, lengths),
         marginals,
         solution,
