@@ -5,9 +5,9 @@ the hardware limit.
 An IBP iteration is two projections. In the log form each must at least read and write every arc
 (B, N-1, T, T) in float32: 16 bytes per arc per iteration; the scaling form (BCRF's default) only
 reads the kernel of every arc group once per projection, as two batched matrix–vector products,
-and writes O(N T) scalings: 8 bytes per arc per iteration; torch's sweep on the CPU (large
-per-position kernels, ``implementations/torch_backend/_sweep.c``) reads each arc block once an
-iteration for both projections: 4 bytes. The benchmark's transitions are per position, as the
+and writes O(N T) scalings: 8 bytes per arc per iteration; the C sweep on the CPU (large
+per-position kernels, ``implementations/_sweep.c``, in torch and in JAX) reads each arc block once
+an iteration for both projections: 4 bytes. The benchmark's transitions are per position, as the
 paper's models' (with shared ones the scaling form's kernel is one (T, T) matrix and no arc is read
 at all). The count is that of the form the benchmark runs (the registry's default, or the sweep
 where it ran: :func:`form_run`), tracked beside the bandwidth (``track_ibp_bytes_per_arc``), so
@@ -66,11 +66,17 @@ ITERATIONS = (10, 50)
 
 
 def form_run(backend: str, call: Callable[[], Any]) -> str:
-    """The IBP form ``call`` runs: :data:`FORM`, or ``"sweep"`` where torch's C sweep iterated it
-    (seen by wrapping its iteration for the one call)."""
-    if backend != "torch":
-        return FORM
-    from implementations.torch_backend import _sweep
+    """The IBP form ``call`` runs: :data:`FORM`, or ``"sweep"`` where the backend's C sweep
+    iterated it (seen by wrapping the sweep for the one call: torch's as it runs, JAX's as ``call``
+    traces, after jit's caches are cleared; JAX's program picks XLA's iterations in the sweep's
+    place only where the linear state cannot start or underflows, never on the benchmark's
+    scores)."""
+    if backend == "torch":
+        from implementations.torch_backend import _sweep
+    else:
+        from implementations.jax_backend import _sweep
+
+        jax.clear_caches()
 
     ran, iterations = [], _sweep.iterations
     _sweep.iterations = lambda *args: ran.append(True) or iterations(*args)

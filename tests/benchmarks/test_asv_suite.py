@@ -192,9 +192,10 @@ def test_views_are_not_counted_and_a_read_back_is_a_sync():
 
 
 def test_the_roofline_counts_the_traffic_of_the_form_run(monkeypatch):
-    """torch's sweep (a large per-position kernel on the CPU; here every kernel, ``FUSED_FROM`` = 1)
-    reads each arc once an iteration and is counted so; the compiled projections and JAX's read it
-    twice (the registry's form); the sweep's iterations are left unwrapped after the look."""
+    """The C sweep (a large per-position kernel on the CPU; here every kernel, ``FUSED_FROM`` and
+    ``SWEEP_FROM`` 1) reads each arc once an iteration and is counted so, in torch and in JAX;
+    the compiled projections and XLA's read it twice (the registry's form); the sweep is left
+    unwrapped after the look."""
     from benchmarks import bench_roofline
     from implementations.torch_backend import _sweep, bcrf
 
@@ -205,6 +206,15 @@ def test_the_roofline_counts_the_traffic_of_the_form_run(monkeypatch):
     swept = _sweep.available(torch.device("cpu"), torch.float32, 16)
     assert bench_roofline.form_run("torch", call) == ("sweep" if swept else "scaling")
     assert _sweep.iterations is iterations
-    assert bench_roofline.form_run("jax", call) == "scaling"  # not run: JAX has no sweep
+    if common.jax is not None:
+        from implementations.jax_backend import _sweep as jax_sweep
+        from implementations.jax_backend import bcrf as jax_bcrf
+
+        scores = common.random_scores("jax", "cpu", 2, 16, 16)
+        call = common.operation("jax", "bcrf-10", "marginals", scores)
+        assert bench_roofline.form_run("jax", call) == "scaling"
+        monkeypatch.setattr(jax_bcrf, "SWEEP_FROM", 1)
+        swept = jax_sweep.available(np.float32, 16)
+        assert bench_roofline.form_run("jax", call) == ("sweep" if swept else "scaling")
     counts = bench_roofline.BYTES_PER_ARC_ITERATION
     assert counts["sweep"] * 2 == counts["scaling"]

@@ -1,4 +1,4 @@
-"""BCRF's C sweep (``implementations/torch_backend/_sweep.c``): IBP iterations on a linear state,
+"""BCRF's C sweep in torch (``implementations/_sweep.c``): IBP iterations on a linear state,
 several to a sweep, against their oracle, pairs of eager ``_linear_projected`` (the compiled
 projections' own arithmetic, tested against the log form and the reference loop in
 test_bcrf.py): every length 1..7 with padding, tag counts on each side of the C kernel's vector
@@ -16,6 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from implementations import _sweep as build  # noqa: E402
 from implementations.torch_backend import _sweep  # noqa: E402
 from implementations.torch_backend import bcrf as kernel  # noqa: E402
 from implementations.torch_backend._scores import arc_terms  # noqa: E402
@@ -134,6 +135,7 @@ def test_without_a_compiler_the_sweep_warns_once_and_is_not_available(
     it, leaves nothing in the cache, and the sweep unavailable: IBP's projections run compiled."""
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
     monkeypatch.setenv("CRFBENCH_CACHE", str(tmp_path / "cache"))
+    build.library.cache_clear()
     _sweep._library.cache_clear()
     try:
         with pytest.warns(RuntimeWarning, match="sweep could not be built"):
@@ -143,4 +145,5 @@ def test_without_a_compiler_the_sweep_warns_once_and_is_not_available(
             assert not _sweep.available(torch.device("cpu"), torch.float32, 128)
         assert not any((tmp_path / "cache").glob("*.so"))
     finally:
+        build.library.cache_clear()
         _sweep._library.cache_clear()
