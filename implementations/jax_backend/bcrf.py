@@ -14,7 +14,10 @@ Two forms compute the same iterates, as in the torch backend (docs/derivations.m
 ``decode``) keeps ``log q = log K + log v ⊕ log u`` with the unaries in the scalings and the
 transitions alone in ``K`` (one (T, T) matrix where they are shared), projects with two matrix
 products, recomputing the flows in log space (``lax.cond``) where the products cannot vouch for
-them, and reads the loss's value and gradient off the scalings and the flows.
+them, and reads the loss's value and gradient off the scalings and the flows. On the CPU, large
+per-position kernels iterate without a tolerance in torch's C sweep, through XLA's FFI
+(:mod:`._sweep`, :func:`_sweep_iterated`: both projections of several iterations in one pass
+along each sequence), differentiated as XLA's iterations.
 
 Lengths 1 and 2 have no inner cluster: length 1 is a softmax over tags, length 2 a softmax over
 tag pairs (every arc group is normalised before the first projection, which leaves the iterates
