@@ -16,6 +16,7 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import jaxlib
 import numpy as np
 from jax import Array
 
@@ -37,7 +38,8 @@ LinearState = tuple[tuple[Array, Array], tuple[Array, Array], Array]
 @cache
 def _registered() -> bool:
     """Whether the handler is built and registered (one warning where it cannot be built)."""
-    loaded = library("sweep-xla", (GLUE,), (Path(jax.ffi.include_dir()),))
+    # jaxlib's version in the name: its headers define the handler's binary interface
+    loaded = library(f"sweep-xla-{jaxlib.__version__}", (GLUE,), (Path(jax.ffi.include_dir()),))
     if loaded is None:
         return False
     for target, symbol in _TARGETS.values():
