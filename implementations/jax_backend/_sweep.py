@@ -54,12 +54,10 @@ def available(dtype: jnp.dtype, num_tags: int) -> bool:
     return np.dtype(dtype) in _TARGETS and num_tags >= FROM_TAGS and _registered()
 
 
-def iterations(
-    blocks: tuple[Array, Array], lengths: Array, state: LinearState, first: int, count: int
-) -> LinearState:
+def iterations(arcs: Array, lengths: Array, state: LinearState, first: int, count: int) -> LinearState:
     """``count`` IBP iterations on ``state`` (:data:`LinearState`), each projecting the inner nodes
-    of parity ``first`` first. ``blocks``: the (T, T) blocks of the even and the odd arcs
-    (B, G_p, T, T); ``lengths`` (B,). :func:`available` must hold."""
+    of parity ``first`` first. ``arcs``: the kernel's (T, T) blocks (B, N-1, T, T), which the
+    handler reads parity by parity in place; ``lengths`` (B,). :func:`available` must hold."""
     if not _registered():
         raise RuntimeError("bcrf sweep: the XLA handler could not be built")
     (even, odd), (even_shift, odd_shift), least = state
@@ -68,12 +66,10 @@ def iterations(
         _TARGETS[np.dtype(even.dtype)][0],
         tuple(jax.ShapeDtypeStruct(x.shape, x.dtype) for x in operands),
         vmap_method="sequential",
-        input_output_aliases={
-            3 + k: k for k in range(len(operands))
-        },  # in place, after the blocks and lengths
+        input_output_aliases={2 + k: k for k in range(len(operands))},  # in place: after arcs, lengths
     )
     new = call(
-        *blocks,
+        arcs,
         lengths.astype(jnp.int32),
         *operands,
         first=np.int64(first),

@@ -1,6 +1,7 @@
 /* BCRF's sweep (implementations/_sweep.c) as an XLA FFI handler for JAX on the CPU.
 
-   Operands: the even and the odd arc blocks K0 (B, G0, T, T) and K1 (B, G1, T, T), the lengths
+   Operands: the arc blocks K (B, N - 1, T, T), read in place parity by parity (the even blocks
+   from K, the odd from K + T², both 2 T² apart: XLA need not copy each parity out), the lengths
    (B,) int32, then the state: the linear scalings lin0 (B, 2, P0, T) and lin1 (B, 2, P1, T), their
    log shifts shift0 (B, 2, P0) and shift1 (B, 2, P1), and least (B). Results: the state after
    `count` iterations, each projecting the inner nodes of parity `first` first. The state's
@@ -54,7 +55,7 @@ struct Work {
 };
 
 template <ffi::DataType D>
-ffi::Error Sweep(ffi::ThreadPool pool, ffi::Buffer<D> k0, ffi::Buffer<D> k1, ffi::Buffer<ffi::S32> lengths,
+ffi::Error Sweep(ffi::ThreadPool pool, ffi::Buffer<D> arcs, ffi::Buffer<ffi::S32> lengths,
                  ffi::Buffer<D> lin0, ffi::Buffer<D> lin1, ffi::Buffer<D> shift0, ffi::Buffer<D> shift1,
                  ffi::Buffer<D> least, ffi::Result<ffi::Buffer<D>> new_lin0, ffi::Result<ffi::Buffer<D>> new_lin1,
                  ffi::Result<ffi::Buffer<D>> new_shift0, ffi::Result<ffi::Buffer<D>> new_shift1,
@@ -65,19 +66,20 @@ ffi::Error Sweep(ffi::ThreadPool pool, ffi::Buffer<D> k0, ffi::Buffer<D> k1, ffi
                 new_shift1->typed_data(), new_least->typed_data()};
     for (int k = 0; k < 5; k++)
         if (out[k] != state[k]->typed_data()) std::memcpy(out[k], state[k]->typed_data(), state[k]->size_bytes());
-    const auto blocks0 = k0.dimensions(), blocks1 = k1.dimensions(), rows0 = lin0.dimensions();
-    if (blocks0.size() != 4 || blocks1.size() != 4 || rows0.size() != 4 || lin1.dimensions().size() != 4)
+    const auto blocks = arcs.dimensions(), rows0 = lin0.dimensions();
+    if (blocks.size() != 4 || rows0.size() != 4 || lin1.dimensions().size() != 4)
         return ffi::Error::InvalidArgument("bcrf sweep: arc blocks and scalings must have 4 dimensions");
     const int64_t batch = rows0[0], tags = rows0[3], block = tags * tags;
-    if (blocks0[0] != batch || blocks1[0] != batch || blocks0[3] != tags || blocks1[3] != tags ||
+    if (blocks[0] != batch || blocks[2] != tags || blocks[3] != tags ||
         lengths.element_count() != static_cast<size_t>(batch))
         return ffi::Error::InvalidArgument("bcrf sweep: operands of inconsistent shapes");
     std::vector<int64_t> length(lengths.typed_data(), lengths.typed_data() + batch);
+    const R *K = arcs.typed_data();  // the odd blocks at K + block: never read where there are none
     const int64_t rows1 = lin1.dimensions()[2];
     auto run = [=, &length](int64_t b) {
         return sweep_of<R>()(b, b + 1, static_cast<int>(tags), length.data(), static_cast<int>(first),
-                         static_cast<int>(count), static_cast<int>(depth), k0.typed_data(), blocks0[1] * block,
-                         block, k1.typed_data(), blocks1[1] * block, block, out[0], rows0[2], out[2], out[1],
+                         static_cast<int>(count), static_cast<int>(depth), K, blocks[1] * block, 2 * block,
+                         K + block, blocks[1] * block, 2 * block, out[0], rows0[2], out[2], out[1],
                          rows1, out[3], out[4]);
     };
     auto work = std::make_shared<Work>(batch);
@@ -103,7 +105,6 @@ ffi::Error Sweep(ffi::ThreadPool pool, ffi::Buffer<D> k0, ffi::Buffer<D> k1, ffi
 #define BIND(D)                                                                                          \
     ffi::Ffi::Bind()                                                                                     \
         .Ctx<ffi::ThreadPool>()                                                                          \
-        .Arg<ffi::Buffer<D>>()                                                                           \
         .Arg<ffi::Buffer<D>>()                                                                           \
         .Arg<ffi::Buffer<ffi::S32>>()                                                                    \
         .Arg<ffi::Buffer<D>>()                                                                           \

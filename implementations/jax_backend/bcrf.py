@@ -442,10 +442,10 @@ def _swept(state: Scalings, kernel: _Kernel, lengths: Array, order: str, count: 
     start (:func:`_linear_start`) and no live scaling falls under the floor on the way; otherwise
     (``lax.cond``) as XLA runs them."""
     ok, linear = _linear_start(kernel, state, lengths)
-    blocks, first = kernel.parities, _first_clusters(order)[0] % 2
+    first = _first_clusters(order)[0] % 2
     linear = lax.cond(
         ok,
-        lambda x: _sweep.iterations(blocks, lengths, x, first, count),
+        lambda x: _sweep.iterations(kernel.linear, lengths, x, first, count),
         lambda x: (*x[:2], jnp.zeros_like(x[2])),  # a least of 0: not run
         linear,
     )

@@ -133,7 +133,7 @@ def test_jax_and_torch_sweep_the_same_values(runs: list[str], dtype: str) -> Non
     kernel_, scalings = kernel._scaled_initial(terms, kw["lengths"], 1.0)
     ok, state = kernel._linear_start(kernel_, scalings, kw["lengths"])
     assert ok
-    swept = _sweep.iterations(kernel_.parities, kw["lengths"], state, 0, 3)
+    swept = _sweep.iterations(kernel_.linear, kw["lengths"], state, 0, 3)
     (even, odd), (even_shift, odd_shift), least = (
         jax.tree.map(lambda x: torch.from_numpy(np.array(x)), part) for part in state
     )
