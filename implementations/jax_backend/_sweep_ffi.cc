@@ -61,11 +61,6 @@ ffi::Error Sweep(ffi::ThreadPool pool, ffi::Buffer<D> arcs, ffi::Buffer<ffi::S32
                  ffi::Result<ffi::Buffer<D>> new_shift0, ffi::Result<ffi::Buffer<D>> new_shift1,
                  ffi::Result<ffi::Buffer<D>> new_least, int64_t first, int64_t count, int64_t depth) {
     using R = ffi::NativeType<D>;
-    const ffi::Buffer<D> *state[] = {&lin0, &lin1, &shift0, &shift1, &least};
-    R *out[] = {new_lin0->typed_data(), new_lin1->typed_data(), new_shift0->typed_data(),
-                new_shift1->typed_data(), new_least->typed_data()};
-    for (int k = 0; k < 5; k++)
-        if (out[k] != state[k]->typed_data()) std::memcpy(out[k], state[k]->typed_data(), state[k]->size_bytes());
     const auto blocks = arcs.dimensions(), rows0 = lin0.dimensions();
     if (blocks.size() != 4 || rows0.size() != 4 || lin1.dimensions().size() != 4)
         return ffi::Error::InvalidArgument("bcrf sweep: arc blocks and scalings must have 4 dimensions");
@@ -73,6 +68,11 @@ ffi::Error Sweep(ffi::ThreadPool pool, ffi::Buffer<D> arcs, ffi::Buffer<ffi::S32
     if (blocks[0] != batch || blocks[2] != tags || blocks[3] != tags ||
         lengths.element_count() != static_cast<size_t>(batch))
         return ffi::Error::InvalidArgument("bcrf sweep: operands of inconsistent shapes");
+    const ffi::Buffer<D> *state[] = {&lin0, &lin1, &shift0, &shift1, &least};
+    R *out[] = {new_lin0->typed_data(), new_lin1->typed_data(), new_shift0->typed_data(),
+                new_shift1->typed_data(), new_least->typed_data()};
+    for (int k = 0; k < 5; k++)
+        if (out[k] != state[k]->typed_data()) std::memcpy(out[k], state[k]->typed_data(), state[k]->size_bytes());
     std::vector<int64_t> length(lengths.typed_data(), lengths.typed_data() + batch);
     const R *K = arcs.typed_data();  // the odd blocks at K + block: never read where there are none
     const int64_t rows1 = lin1.dimensions()[2];

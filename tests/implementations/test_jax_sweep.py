@@ -4,7 +4,7 @@
 float32 and float64; the same values as torch's sweep bit for bit; gradients (Danskin and unrolled,
 which differentiate XLA's iterations in its place) and ``vmap`` as without it; and where the linear
 state cannot start (an unvouched kernel) or loses a scaling to underflow (small τ), XLA's
-iterations in its place (``lax.cond``)."""
+iterations in its place (``lax.cond``); operands of inconsistent shapes refused."""
 
 from __future__ import annotations
 
@@ -191,3 +191,18 @@ def test_without_a_compiler_the_handler_warns_once_and_is_not_available(
     finally:
         build.library.cache_clear()
         _sweep._registered.cache_clear()
+
+
+def test_the_handler_refuses_operands_of_inconsistent_shapes(runs: list[str]) -> None:
+    """Arc blocks of another tag count than the scalings' are refused with the handler's message,
+    not read out of bounds."""
+    jnp = jax.numpy
+    batch, nodes, tags = 2, 3, 17
+    state = (
+        (jnp.ones((batch, 2, nodes, tags)), jnp.ones((batch, 2, nodes, tags))),
+        (jnp.zeros((batch, 2, nodes)), jnp.zeros((batch, 2, nodes))),
+        jnp.ones(batch),
+    )
+    arcs = jnp.ones((batch, 2 * nodes - 1, tags - 1, tags - 1))
+    with pytest.raises(jax.errors.JaxRuntimeError, match="operands of inconsistent shapes"):
+        jax.block_until_ready(_sweep.iterations(arcs, jnp.full(batch, 2 * nodes), state, 0, 1))
