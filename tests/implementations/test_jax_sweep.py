@@ -1,7 +1,7 @@
 """BCRF's C sweep in JAX (``implementations/jax_backend/_sweep_ffi.cc``, an XLA FFI handler of
 ``implementations/_sweep.c``): the iterations it runs are XLA's own, to rounding, on every length
-1..7 with padding, dead tags, tag counts on each side of the C kernel's vector width, both orders,
-float32 and float64; the same values as torch's sweep bit for bit; gradients (Danskin and unrolled,
+1..7 with padding, dead tags, 17 tags (whole vectors and a remainder), both orders, float32 and
+float64; the same values as torch's sweep bit for bit; gradients (Danskin and unrolled,
 which differentiate XLA's iterations in its place) and ``vmap`` as without it; and where the linear
 state cannot start (an unvouched kernel) or loses a scaling to underflow (small τ), XLA's
 iterations in its place (``lax.cond``); operands of inconsistent shapes refused."""
