@@ -11,8 +11,8 @@
    kept for the next step. The arithmetic is that of `_linear_projected` in bcrf.py, node for
    node (docs/derivations.md §3.12, *The sweep*).
 
-   Built by _sweep.py with the host's C compiler; this file includes itself once for float and
-   once for double (REAL), so that both share one text. */
+   Built by implementations/_sweep.py with the host's C compiler; this file includes itself once
+   for float and once for double (REAL), so that both share one text. */
 #ifndef REAL
 #include <math.h>
 #include <stdint.h>

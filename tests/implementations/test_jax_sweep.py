@@ -9,7 +9,6 @@ iterations in its place (``lax.cond``); operands of inconsistent shapes refused.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -24,6 +23,7 @@ from implementations.jax_backend import bcrf as kernel  # noqa: E402
 
 from . import backends  # noqa: E402
 from .instances import all_lengths_instance  # noqa: E402
+from .unbuilt import assert_unbuilt_sweep_is_unavailable  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     not _sweep.available(np.float64, _sweep.FROM_TAGS), reason="no C++ compiler for the sweep's XLA handler"
@@ -175,22 +175,13 @@ def test_without_a_compiler_the_handler_warns_once_and_is_not_available(
 ) -> None:
     """A C++ compiler that cannot build the handler (here, none at ``$CXX``) gives one warning, leaves
     nothing in the cache, and the sweep unavailable: XLA runs the iterations."""
-    from implementations import _sweep as build
-
-    monkeypatch.setenv("CXX", str(tmp_path / "no-such-c++"))
-    monkeypatch.setenv("CRFBENCH_CACHE", str(tmp_path / "cache"))
-    build.library.cache_clear()
-    _sweep._registered.cache_clear()
-    try:
-        with pytest.warns(RuntimeWarning, match="sweep could not be built"):
-            assert not _sweep.available(np.float64, 128)
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")  # no second warning
-            assert not _sweep.available(np.float32, 128)
-        assert not any((tmp_path / "cache").glob("*.so"))
-    finally:
-        build.library.cache_clear()
-        _sweep._registered.cache_clear()
+    assert_unbuilt_sweep_is_unavailable(
+        monkeypatch,
+        tmp_path,
+        "CXX",
+        _sweep._registered,
+        (lambda: _sweep.available(np.float64, 128), lambda: _sweep.available(np.float32, 128)),
+    )
 
 
 def test_the_handler_refuses_operands_of_inconsistent_shapes(runs: list[str]) -> None:

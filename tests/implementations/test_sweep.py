@@ -8,7 +8,6 @@ values bit for bit whatever the iterations a sweep or the threads."""
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any
 
 import numpy as np
@@ -16,10 +15,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from implementations import _sweep as build  # noqa: E402
 from implementations.torch_backend import _sweep  # noqa: E402
 from implementations.torch_backend import bcrf as kernel  # noqa: E402
 from implementations.torch_backend._scores import arc_terms  # noqa: E402
+
+from .unbuilt import assert_unbuilt_sweep_is_unavailable  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     not _sweep.available(torch.device("cpu"), torch.float64, _sweep.FROM_TAGS),
@@ -133,17 +133,13 @@ def test_without_a_compiler_the_sweep_warns_once_and_is_not_available(
 ) -> None:
     """A C compiler that cannot build the sweep (here, none at ``$CC``) gives one warning naming
     it, leaves nothing in the cache, and the sweep unavailable: IBP's projections run compiled."""
-    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
-    monkeypatch.setenv("CRFBENCH_CACHE", str(tmp_path / "cache"))
-    build.library.cache_clear()
-    _sweep._library.cache_clear()
-    try:
-        with pytest.warns(RuntimeWarning, match="sweep could not be built"):
-            assert not _sweep.available(torch.device("cpu"), torch.float64, 128)
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")  # no second warning
-            assert not _sweep.available(torch.device("cpu"), torch.float32, 128)
-        assert not any((tmp_path / "cache").glob("*.so"))
-    finally:
-        build.library.cache_clear()
-        _sweep._library.cache_clear()
+    assert_unbuilt_sweep_is_unavailable(
+        monkeypatch,
+        tmp_path,
+        "CC",
+        _sweep._library,
+        (
+            lambda: _sweep.available(torch.device("cpu"), torch.float64, 128),
+            lambda: _sweep.available(torch.device("cpu"), torch.float32, 128),
+        ),
+    )
