@@ -3,7 +3,9 @@
 
 Log-space sums of scores lose every digit in 16 bits (bfloat16 ``crf`` marginal rows summed to
 3.2, float16 ``crf-scan`` rows to 0.34-1.93), so the shared validation (``contract``) refuses them
-rather than returning wrong numbers; the fix for a caller is a cast to float32 first.
+rather than returning wrong numbers; the fix for a caller is a cast to float32 first. That the
+refusal stops at 16 bits is the contract's to test: it calls every function of every method in
+float32 and in float64 (``TestContract.test_float32_dtypes``, ``test_shapes_dtypes_and_padding``).
 """
 
 from __future__ import annotations
@@ -68,12 +70,3 @@ def test_half_precision_is_refused_under_jit(method: str) -> None:
         jax.jit(lambda e, t: mod.marginals(e, t, kw["lengths"], start=kw["start"], end=kw["end"]))(
             kw["emissions"], kw["transitions"]
         )
-
-
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_single_and_double_precision_are_accepted(dtype: str, backend: Backend) -> None:
-    """The refusal is about 16-bit floats only (each method's results are tested elsewhere)."""
-    kw = _inputs(backend, dtype)
-    for method in implementations.METHODS:
-        for function in FUNCTIONS:
-            call(backend.module(method), function, kw, kw["tags"], kw["allowed"])
