@@ -84,10 +84,10 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-#: The test files that take minutes on two cores, longest first (CI, stop 42: the smoke pipeline's
-#: ~6.5 min, then 3.5 to 2 min each, summed over both workers). The workers take whole files in
-#: collection order (pyproject: ``--dist loadfile --no-loadscope-reorder``), so these start first
-#: and the last files to run are short ones: xdist's own order (most tests first) started the
+#: The test files that take minutes on two cores, longest first (in one run of the suite: the
+#: smoke pipeline's 6-9 min, the others 2.5-7 min of test time each). The workers take whole files
+#: in collection order (pyproject: ``--dist loadfile --no-loadscope-reorder``), so these start
+#: first and the last files to run are short ones: xdist's own order (most tests first) started the
 #: smoke pipeline's two tests last, and they ran alone for ~4 minutes.
 LONGEST_FIRST = (
     "tests/workflow/test_recovery.py",
