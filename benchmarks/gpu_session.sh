@@ -5,15 +5,10 @@
 # comes back as one tarball (results.tar) of the paths the repository keeps, to be unpacked at
 # the repository root: results/asv/<machine>/ and results/gpu/<machine>/timing/<dataset>/L0/.
 #
-# It reads, from GPU_SESSION_DIR (default .gpu, ignored by git), what the machine lacks:
-#   whl/                       wheels (Python 3.12) of the packages the image lacks: asv 0.6.6,
-#                              asv_runner, json5, pympler, virtualenv, distlib, platformdirs,
-#                              importlib_metadata 8.7 (10.x needs lazy_importer) and zipp;
-#                              conllu; seqeval (an sdist: `pip wheel --no-deps seqeval==1.2.2`)
-#   git/                       a shallow clone's .git at this commit (asv needs the commit's date)
-#   data/                      a CRFBENCH_DATA folder with the UD treebanks timed
-#   runs/<dataset>/            the reference run's first-seed CRF model (results/runs/<d>/L0/crf/0)
-#                              and its timing job's settings.json (as timing-settings.json)
+# It reads, from GPU_SESSION_DIR (default .gpu, ignored by git; made and checked beforehand by
+# benchmarks/gpu_prepare.sh, which says what it holds), what the machine lacks: whl/ (asv, conllu,
+# seqeval and their dependencies, as wheels), git/ (the commit's .git: asv needs its date) and, for
+# the timing stage, data/ and runs/<dataset>/ (the treebanks, first-seed CRF models and settings)
 # and writes to OUT (default ./gpu-out). Usage: benchmarks/gpu_session.sh MACHINE BUDGET_SECONDS COMMIT
 # (COMMIT: the commit whose tree this is, as asv records it). STAGES (default "check timing asv")
 # picks the stages to run, and PARTS (default "torch jax roofline decode jax-loss others") the
