@@ -27,7 +27,7 @@ DIR=${GPU_SESSION_DIR:-.gpu}
 VERSION=${GPU_PYTHON_VERSION:-3.12}
 CHECK_PYTHON=${CHECK_PYTHON:-python3.12}
 PIP=(python3 -m pip)
-DATASETS=(ud-pos-nl:UD_Dutch-LassySmall ud-seg-zh:UD_Chinese-GSD ud-pos-en:UD_English-EWT)
+DATASETS=(ud-pos-nl ud-seg-zh ud-pos-en)  # those the session times (gpu_session.sh, stage "timing")
 IMAGE_HAS='^(filelock|packaging)-'  # wheels left out of whl/: the image's torch and pytest bring them
 
 "$CHECK_PYTHON" -c "import sys; assert sys.version.startswith('$VERSION.'), sys.version" \
@@ -76,15 +76,16 @@ mv "$work/clone/.git" "$part/git"
 
 echo "=== the timing stage's inputs"
 data=${CRFBENCH_DATA:-../shared/data}
-for entry in "${DATASETS[@]}"; do
-    dataset=${entry%%:*} treebank=${entry#*:}
+for dataset in "${DATASETS[@]}"; do
     model="results/runs/$dataset/L0/crf/0" settings="results/timing/$dataset/L0/settings.json"
     if [ ! -d "$model" ] || [ ! -f "$settings" ]; then
         echo "$dataset: no $model or $settings here (the default pipeline makes them); the session's timing stage cannot run it"
         continue
     fi
-    mkdir -p "$part/data/ud-2.15" "$part/runs/$dataset"
-    cp -r "$data/ud-2.15/$treebank" "$part/data/ud-2.15/"
+    # ud-<task>-<language> reads the language's treebank (crfbench.data.registry)
+    treebank=$(python3 -c "import sys; from crfbench.data.ud import RELEASE, TREEBANKS; print(RELEASE + '/' + TREEBANKS[sys.argv[1].rsplit('-', 1)[1]].name)" "$dataset")
+    mkdir -p "$part/data/$(dirname "$treebank")" "$part/runs/$dataset"
+    cp -r "$data/$treebank" "$part/data/$treebank"
     cp -r "$model/." "$part/runs/$dataset/"
     cp "$settings" "$part/runs/$dataset/timing-settings.json"
     echo "$dataset: treebank, model and settings"
