@@ -1,8 +1,9 @@
 """What every benchmark of the asv suite shares: the grid of the chosen profile, the methods as
 benchmarked, random scores on a backend and device, and compiled, synchronised calls.
 
-The profile comes from ``CRFBENCH_ASV_PROFILE`` (``check`` for CI, ``fast``, ``regular`` nightly, the
-default, or ``paper``); it only sizes the grid, so results of one profile are comparable across commits.
+The profile comes from ``CRFBENCH_ASV_PROFILE`` (``check`` for CI, ``fast``, ``regular`` nightly,
+the default, or ``paper``); it only sizes the grid, so results of one profile are comparable across
+commits.
 Every timing runs on one CPU thread (``crfbench.environment.set_threads``: torch's
 ``set_num_threads(1)`` and XLA's CPU pool of one, fixed by :func:`use_device` before JAX starts)
 unless a benchmark's ``threads`` parameter says otherwise: on a loaded 2-core machine the default
@@ -57,7 +58,8 @@ class Grid:
 
 PROFILES = {
     #: one point, every benchmark once (CI's .ci/asv-check): 123 against 394 s for the fast grid's
-    #: four, most of them JAX's compilations (2 cores); T = 32 takes the larger-T branches
+    #: four, most of them JAX's compilations (2 cores); T = 32, past the tag thresholds that the
+    #: test suite's smallest point (T = 8, tests/benchmarks/test_asv_suite.py) stays under
     "check": Grid((16,), (32,), (4,), repeat=(1, 3, 1.0), rounds=1, element_cap={"cpu": 2**22, "gpu": 2**28}),
     "fast": Grid(
         (16, 64), (8, 32), (4,), repeat=(1, 3, 1.0), rounds=1, element_cap={"cpu": 2**22, "gpu": 2**28}
