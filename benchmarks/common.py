@@ -19,7 +19,7 @@ import os
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 from collections.abc import Callable  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
+from dataclasses import dataclass, replace  # noqa: E402
 from typing import Any, NamedTuple  # noqa: E402
 from unittest import mock  # noqa: E402
 
@@ -56,14 +56,14 @@ class Grid:
     element_cap: dict[str, int]
 
 
+_FAST = Grid((16, 64), (8, 32), (4,), repeat=(1, 3, 1.0), rounds=1, element_cap={"cpu": 2**22, "gpu": 2**28})
+
 PROFILES = {
-    #: one point, every benchmark once (CI's .ci/asv-check): 123 against 394 s for the fast grid's
-    #: four, most of them JAX's compilations (2 cores); T = 32, past the tag thresholds that the
+    #: the fast grid at one point, every benchmark once (CI's .ci/asv-check): 123 against 394 s for
+    #: its four, most of them JAX's compilations (2 cores); T = 32, past the tag thresholds that the
     #: test suite's smallest point (T = 8, tests/benchmarks/test_asv_suite.py) stays under
-    "check": Grid((16,), (32,), (4,), repeat=(1, 3, 1.0), rounds=1, element_cap={"cpu": 2**22, "gpu": 2**28}),
-    "fast": Grid(
-        (16, 64), (8, 32), (4,), repeat=(1, 3, 1.0), rounds=1, element_cap={"cpu": 2**22, "gpu": 2**28}
-    ),
+    "check": replace(_FAST, lengths=(16,), num_tags=(32,)),
+    "fast": _FAST,
     "regular": Grid(
         (16, 64, 256, 1024),
         (8, 32, 128, 512),

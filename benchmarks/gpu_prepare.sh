@@ -36,10 +36,16 @@ IMAGE_HAS='^(filelock|packaging)-'  # wheels left out of whl/: the image's torch
     || echo "warning: uncommitted changes; git/ holds HEAD, $(git rev-parse --short HEAD), without them" >&2
 
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-part="$DIR.part"
+part="$DIR.part"  # renamed to DIR once whole; removed on any failure
+trap 'rm -rf "$work" "$part"' EXIT
 rm -rf "$part"
-mkdir -p "$part/whl" "$work/all"
+mkdir -p "$part/whl" "$work/all" "$work/image-whl"
+install_wheels() {  # install_wheels TARGET WHEEL...: as the session does (gpu_session.sh, stage "machine")
+    local target=$1
+    shift
+    "${PIP[@]}" install -q --disable-pip-version-check --no-index --no-deps --no-compile \
+        --python-version "$VERSION" --only-binary=:all: --target "$target" "$@"
+}
 
 echo "=== wheels for Python $VERSION"
 "${PIP[@]}" download -q --disable-pip-version-check --only-binary=:all: --implementation cp \
@@ -48,20 +54,14 @@ echo "=== wheels for Python $VERSION"
     -d "$work/all" "asv==0.6.6" conllu
 "${PIP[@]}" wheel -q --disable-pip-version-check --no-deps -w "$work/all" "seqeval==1.2.2"
 for wheel in "$work/all"/*.whl; do
-    [[ $(basename "$wheel") =~ $IMAGE_HAS ]] || cp "$wheel" "$part/whl/"
+    if [[ $(basename "$wheel") =~ $IMAGE_HAS ]]; then mv "$wheel" "$work/image-whl/"; else mv "$wheel" "$part/whl/"; fi
 done
 ls "$part/whl"
 
 echo "=== the wheels as the session installs them, in a bare Python $VERSION"
 "$CHECK_PYTHON" -m venv --without-pip "$work/venv"
-# the session's install (gpu_session.sh, stage "machine"), then the two the image brings
-"${PIP[@]}" install -q --disable-pip-version-check --no-index --no-deps --no-compile \
-    --python-version "$VERSION" --only-binary=:all: --target "$work/site" "$part"/whl/*.whl
-for wheel in "$work/all"/*.whl; do
-    [[ $(basename "$wheel") =~ $IMAGE_HAS ]] || continue
-    "${PIP[@]}" install -q --disable-pip-version-check --no-index --no-deps --no-compile \
-        --python-version "$VERSION" --only-binary=:all: --target "$work/image" "$wheel"
-done
+install_wheels "$work/site" "$part"/whl/*.whl
+install_wheels "$work/image" "$work/image-whl"/*.whl  # standing in for the image's own
 (
     config="$PWD/asv.conf.json"
     cd "$work"
