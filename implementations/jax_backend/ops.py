@@ -1,0 +1,83 @@
+"""The jax side of the ops namespace (``implementations.ops``): the operations shared kernels
+need whose jax spelling differs from torch's. ``torch_backend/ops.py`` has the same names."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax import Array
+
+from ._semiring import logsumexp as _finite_logsumexp
+
+name = "jax"
+inf = float("inf")
+float64 = jnp.float64
+bool_ = jnp.bool_
+where = jnp.where
+einsum = jnp.einsum
+exp = jnp.exp
+log = jnp.log
+abs = jnp.abs  # noqa: A001 - the array-API name
+maximum = jnp.maximum
+minimum = jnp.minimum
+finfo = jnp.finfo
+stop_gradient = jax.lax.stop_gradient
+
+
+def amax(x: Array, axis: int) -> Array:
+    return x.max(axis)
+
+
+def logsumexp(x: Array, axis: int) -> Array:
+    """log-sum-exp over ``axis`` whose gradient is 0, not NaN, where every entry is -inf."""
+    return _finite_logsumexp(x, axis)
+
+
+def astype(x: Array, dtype: Any) -> Array:
+    return x.astype(dtype)
+
+
+def zeros(shape: Sequence[int], like: Array, dtype: Any = None) -> Array:
+    """Zeros of (unless given) ``like``'s dtype."""
+    return jnp.zeros(tuple(shape), dtype or like.dtype)
+
+
+def ones(shape: Sequence[int], like: Array, dtype: Any = None) -> Array:
+    return jnp.ones(tuple(shape), dtype or like.dtype)
+
+
+def full(shape: Sequence[int], value: float, like: Array, dtype: Any = None) -> Array:
+    return jnp.full(tuple(shape), value, dtype or like.dtype)
+
+
+def arange(n: int, like: Array) -> Array:
+    """``0 .. n-1`` in the default integer dtype."""
+    return jnp.arange(n)
+
+
+def eye(n: int, like: Array) -> Array:
+    return jnp.eye(n, dtype=like.dtype)
+
+
+def one_hot(index: Array, n: int, dtype: Any) -> Array:
+    """(..., n) indicators of ``index`` (..., ), all in [0, n)."""
+    return jax.nn.one_hot(index, n, dtype=dtype)
+
+
+def take_along_axis(x: Array, index: Array, axis: int) -> Array:
+    return jnp.take_along_axis(x, index, axis=axis)
+
+
+def broadcast_to(x: Array, shape: Sequence[int]) -> Array:
+    return jnp.broadcast_to(x, tuple(shape))
+
+
+def concatenate(arrays: Sequence[Array], axis: int) -> Array:
+    return jnp.concatenate(list(arrays), axis=axis)
+
+
+def stack(arrays: Sequence[Array], axis: int) -> Array:
+    return jnp.stack(list(arrays), axis=axis)

@@ -1,0 +1,99 @@
+"""The torch side of the ops namespace (``implementations.ops``): the operations shared kernels
+need whose torch spelling differs from jax's. ``jax_backend/ops.py`` has the same names."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ._semiring import logsumexp as _finite_logsumexp
+
+name = "torch"
+inf = float("inf")
+float64 = torch.float64
+bool_ = torch.bool
+where = torch.where
+einsum = torch.einsum
+exp = torch.exp
+log = torch.log
+
+
+def abs(x: Tensor) -> Tensor:  # noqa: A001 - the array-API name
+    return x.abs()
+
+
+def maximum(x: Tensor, y: Tensor | float) -> Tensor:
+    """Elementwise max; ``y`` may be a Python number."""
+    return x.clamp(min=y) if isinstance(y, int | float) else torch.maximum(x, y)
+
+
+def minimum(x: Tensor, y: Tensor | float) -> Tensor:
+    """Elementwise min; ``y`` may be a Python number."""
+    return x.clamp(max=y) if isinstance(y, int | float) else torch.minimum(x, y)
+
+
+def amax(x: Tensor, axis: int) -> Tensor:
+    return x.amax(axis)
+
+
+def logsumexp(x: Tensor, axis: int) -> Tensor:
+    """log-sum-exp over ``axis`` whose gradient is 0, not NaN, where every entry is -inf."""
+    return _finite_logsumexp(x, axis)
+
+
+def astype(x: Tensor, dtype: Any) -> Tensor:
+    return x.to(dtype)
+
+
+def zeros(shape: Sequence[int], like: Tensor, dtype: Any = None) -> Tensor:
+    """Zeros of ``like``'s device and (unless given) dtype."""
+    return torch.zeros(tuple(shape), dtype=dtype or like.dtype, device=like.device)
+
+
+def ones(shape: Sequence[int], like: Tensor, dtype: Any = None) -> Tensor:
+    return torch.ones(tuple(shape), dtype=dtype or like.dtype, device=like.device)
+
+
+def full(shape: Sequence[int], value: float, like: Tensor, dtype: Any = None) -> Tensor:
+    return torch.full(tuple(shape), value, dtype=dtype or like.dtype, device=like.device)
+
+
+def arange(n: int, like: Tensor) -> Tensor:
+    """``0 .. n-1`` in the default integer dtype, on ``like``'s device."""
+    return torch.arange(n, device=like.device)
+
+
+def eye(n: int, like: Tensor) -> Tensor:
+    return torch.eye(n, dtype=like.dtype, device=like.device)
+
+
+def one_hot(index: Tensor, n: int, dtype: Any) -> Tensor:
+    """(..., n) indicators of ``index`` (..., ), all in [0, n)."""
+    return torch.nn.functional.one_hot(index, n).to(dtype)
+
+
+def take_along_axis(x: Tensor, index: Tensor, axis: int) -> Tensor:
+    return torch.take_along_dim(x, index, axis)
+
+
+def broadcast_to(x: Tensor, shape: Sequence[int]) -> Tensor:
+    return x.expand(*shape)
+
+
+def concatenate(arrays: Sequence[Tensor], axis: int) -> Tensor:
+    return torch.cat(list(arrays), dim=axis)
+
+
+def stack(arrays: Sequence[Tensor], axis: int) -> Tensor:
+    return torch.stack(list(arrays), dim=axis)
+
+
+def finfo(dtype: Any) -> Any:
+    return torch.finfo(dtype)
+
+
+def stop_gradient(x: Tensor) -> Tensor:
+    return x.detach()

@@ -1,0 +1,91 @@
+"""The two ops namespaces (``implementations.ops``) are interchangeable: the same public names,
+and every function gives the same values in torch and in jax on the same inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from implementations import ops
+
+torch = pytest.importorskip("torch")
+jnp = pytest.importorskip("jax.numpy")
+
+from implementations.jax_backend import ops as jax_ops  # noqa: E402
+from implementations.torch_backend import ops as torch_ops  # noqa: E402
+
+
+def _public(module) -> set[str]:
+    return {name for name in vars(module) if not name.startswith("_") and name not in {"annotations"}}
+
+
+def _own(module) -> set[str]:
+    """The names a namespace defines, less what it imports for its own use."""
+    imported = {"Any", "Array", "Tensor", "Sequence", "jax", "jnp", "torch"}
+    return _public(module) - imported
+
+
+def test_same_names() -> None:
+    assert _own(torch_ops) == _own(jax_ops)
+
+
+def test_of_dispatches_on_the_array_type() -> None:
+    assert ops.of(None, torch.zeros(1)) is torch_ops
+    assert ops.of(jnp.zeros(1)) is jax_ops
+    with pytest.raises(TypeError, match="every argument is None"):
+        ops.of(None)
+
+
+_RNG = np.random.default_rng(0)
+_X = _RNG.normal(size=(3, 4))
+_Y = _RNG.normal(size=(3, 4))
+_I = _RNG.integers(0, 4, size=(3, 2))
+_MASK = _X > 0
+
+#: (name, arguments as NumPy values: an array is passed as each backend's array).
+CASES = [
+    ("where", (_MASK, _X, _Y)),
+    ("maximum", (_X, _Y)),
+    ("maximum", (_X, 0.0)),
+    ("minimum", (_X, _Y)),
+    ("minimum", (_X, 0.5)),
+    ("abs", (_X,)),
+    ("exp", (_X,)),
+    ("amax", (_X, 1)),
+    ("logsumexp", (_X, 0)),
+    ("logsumexp", (np.full((2, 3), -np.inf), 1)),
+    ("take_along_axis", (_X, _I, 1)),
+    ("concatenate", ([_X, _Y], 0)),
+    ("stack", ([_X, _Y], 1)),
+    ("stop_gradient", (_X,)),
+]
+
+
+def _to(backend: str, value):
+    if isinstance(value, np.ndarray):
+        return torch.as_tensor(value) if backend == "torch" else jnp.asarray(value)
+    if isinstance(value, list):
+        return [_to(backend, v) for v in value]
+    return value
+
+
+@pytest.mark.parametrize(("name", "arguments"), CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
+def test_functions_agree(name: str, arguments: tuple) -> None:
+    got_torch = np.asarray(getattr(torch_ops, name)(*[_to("torch", a) for a in arguments]))
+    got_jax = np.asarray(getattr(jax_ops, name)(*[_to("jax", a) for a in arguments]))
+    np.testing.assert_allclose(got_torch, got_jax, rtol=1e-6, atol=1e-12)
+
+
+def test_creation_follows_like() -> None:
+    like_t, like_j = torch.zeros(2, dtype=torch.float64), jnp.zeros(2, dtype=jnp.float32)
+    for o, like in ((torch_ops, like_t), (jax_ops, like_j)):
+        assert o.zeros((2, 3), like).dtype == like.dtype
+        assert o.ones((2,), like).shape == (2,)
+        np.testing.assert_array_equal(np.asarray(o.full((2,), 3.0, like)), [3.0, 3.0])
+        np.testing.assert_array_equal(np.asarray(o.arange(3, like)), [0, 1, 2])
+        np.testing.assert_array_equal(np.asarray(o.eye(2, like)), np.eye(2))
+        hot = o.one_hot(o.arange(3, like), 3, like.dtype)
+        np.testing.assert_array_equal(np.asarray(hot), np.eye(3))
+        assert o.finfo(like.dtype).eps > 0
+        assert o.broadcast_to(o.zeros((1, 2), like), (3, 2)).shape == (3, 2)
+        assert o.astype(o.zeros((1,), like), o.bool_).dtype == o.bool_
