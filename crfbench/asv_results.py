@@ -15,6 +15,7 @@ import json
 import math
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -48,7 +49,7 @@ def _latest_runs(machine_dir: Path) -> dict:
     runs = [
         Results.load(str(path)) for path in sorted(machine_dir.glob("*.json")) if path.name != "machine.json"
     ]
-    latest = {}
+    latest: dict[Any, Any] = {}
     for run in sorted(runs, key=lambda run: (run.date or 0, max(run.started_at.values(), default=0))):
         latest |= dict.fromkeys(run.get_all_result_keys(), run)
     return latest

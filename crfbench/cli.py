@@ -6,11 +6,14 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import implementations
 
 from . import io
 from .io import CorruptFileError
+
+SettingsT = TypeVar("SettingsT")  # an experiment's Settings dataclass
 
 #: Errors that mean the user's input is at fault (a setting, an argument, a file): reported as one
 #: line ``crfbench <command>: error: <message>`` with exit status 2. Anything else is a bug and
@@ -193,7 +196,7 @@ def _data(args: argparse.Namespace) -> int:
     from .experiment import data_directory, describe_dataset
     from .io import write_json
 
-    facts = describe_dataset(data.load(args.name, data_directory(args.name, args.data_dir)))
+    facts: dict[str, Any] = describe_dataset(data.load(args.name, data_directory(args.name, args.data_dir)))
     write_json(args.out, facts)
     sizes = ", ".join(f"{split} {count}" for split, count in facts["sentences"].items())
     print(f"{args.name}: {sizes} sentences, {facts['tags']} tags, protocol {facts['protocol']} -> {args.out}")
@@ -318,7 +321,7 @@ def _newton_cost(args: argparse.Namespace) -> int:
     return 0
 
 
-def _experiment_settings(defaults: object, assignments: list[str]) -> object:
+def _experiment_settings(defaults: SettingsT, assignments: list[str]) -> SettingsT:
     """The experiment's ``Settings`` dataclass ``defaults`` with the ``--set NAME=VALUE``
     assignments applied (values read as YAML), each checked against its field's type."""
     from .config import set_dotted
@@ -382,7 +385,7 @@ def parser() -> argparse.ArgumentParser:
     agree.add_argument("--report", type=output_file, default=Path("reports/agreement.md"))
     agree.set_defaults(handler=_agree)
 
-    from implementations.registry import DECODERS, LOSSES  # the names alone: no torch to import
+    from .uses import DECODERS, LOSSES  # the names alone: no torch to import
 
     train = commands.add_parser(
         "train", help="train a scorer with one loss; resumes from the run's checkpoint"

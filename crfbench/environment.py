@@ -39,7 +39,7 @@ def start_jax(threads: int) -> None:
     """
     import jax
 
-    allowed = getattr(os, "sched_getaffinity", lambda _: set())(0)
+    allowed: set[int] = getattr(os, "sched_getaffinity", lambda _: set())(0)
     if len(allowed) <= threads:
         jax.devices()
         return

@@ -14,10 +14,12 @@ import torch
 from torch import Tensor
 
 import implementations
-from implementations import registry
 
 from .data.types import TagSet
 from .models import Scores
+from .uses import DECODERS as DECODER_USES
+from .uses import LOSSES as LOSS_USES
+from .uses import Use
 
 
 @dataclass(frozen=True)
@@ -43,17 +45,17 @@ class Inference:
         )
 
 
-def _inference(method: registry.Method, use: registry.Use) -> Inference:
-    return Inference(method.name, use.function, dict(use.options))
+def _inference(use: Use) -> Inference:
+    return Inference(use.method, use.function, dict(use.options))
 
 
-#: Training losses (``loss`` name -> contract call), from ``implementations.registry``;
-#: ``iterations`` is filled in per run.
-LOSSES: dict[str, Inference] = {name: _inference(*entry) for name, entry in registry.LOSSES.items()}
-#: Decoders (``decoder`` name -> contract call), from ``implementations.registry``.
-DECODERS: dict[str, Inference] = {name: _inference(*entry) for name, entry in registry.DECODERS.items()}
+#: Training losses (``loss`` name -> contract call), from ``crfbench.uses``; ``iterations`` is
+#: filled in per run.
+LOSSES: dict[str, Inference] = {name: _inference(use) for name, use in LOSS_USES.items()}
+#: Decoders (``decoder`` name -> contract call), from ``crfbench.uses``.
+DECODERS: dict[str, Inference] = {name: _inference(use) for name, use in DECODER_USES.items()}
 #: The decoder that matches each loss (default for dev-set model selection).
-NATURAL_DECODER = {name: use.natural_decoder for name, (_, use) in registry.LOSSES.items()}
+NATURAL_DECODER = {name: use.natural_decoder for name, use in LOSS_USES.items()}
 
 
 def training_loss(name: str, iterations: int) -> Inference:
@@ -90,8 +92,10 @@ def chain_scores(scores: Scores, tagset: TagSet) -> ChainScores:
     A scorer without transition scores (the unstructured model) gets the constraint pattern alone
     as shared transitions, so that structured decoders still see the constraints.
     """
-    like = {"dtype": scores.emissions.dtype, "device": scores.emissions.device}
-    transition_mask, start_mask, end_mask = (torch.as_tensor(mask, **like) for mask in tagset.score_masks())
+    dtype, device = scores.emissions.dtype, scores.emissions.device
+    transition_mask, start_mask, end_mask = (
+        torch.as_tensor(mask, dtype=dtype, device=device) for mask in tagset.score_masks()
+    )
     transitions = transition_mask if scores.transitions is None else scores.transitions + transition_mask
     constrained = tagset.constrained
     return ChainScores(

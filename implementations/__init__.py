@@ -2,8 +2,8 @@
 
 ``get(method, backend)`` returns an object exposing ``marginals``, ``decode``, ``loss``,
 ``partial_loss`` and ``log_partition`` (and ``solve`` for an iterative method) with identical
-names, arguments, shapes and meaning in every backend. What a method is (its options, losses,
-decoders, benchmark variants, oracle) lives in ``registry``; the functions are written once in
+names, arguments, shapes and meaning in every backend. What a method is (its options, oracle and
+memory model) lives in ``registry``; the functions are written once in
 ``public`` over each backend's kernels. Nothing here does I/O; the experiment engine
 (``crfbench``) calls only this.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import importlib
 
-from .public import Bound
+from .public import Bound, BoundMethod
 from .registry import REGISTRY, method
 
 METHODS: tuple[str, ...] = tuple(REGISTRY)
@@ -46,7 +46,7 @@ def _bound(name: str, backend: str) -> Bound:
         raise ImportError(f"backend {backend!r} needs {framework}: {install}") from error
     kernels = importlib.import_module(f"{_PACKAGES[backend]}.{record.kernel}")
     checks = importlib.import_module(f"{_PACKAGES[backend]}._validate")
-    return Bound(record, backend, kernels, checks)
+    return BoundMethod(record, backend, kernels, checks)
 
 
 __all__ = ["BACKENDS", "METHODS", "get"]

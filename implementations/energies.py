@@ -222,9 +222,10 @@ def with_arrays(energy: Energy, convert: Callable[[np.ndarray], Array]) -> Energ
     arrays), through the terms of a :class:`Total`."""
     if isinstance(energy, Total):
         return Total(tuple(with_arrays(term, convert) for term in energy.terms))
+    terms: Any = energy  # every energy but Total is a dataclass of its parameters
     converted = {
-        field.name: convert(getattr(energy, field.name))
-        for field in fields(energy)
-        if isinstance(getattr(energy, field.name), np.ndarray)
+        field.name: convert(getattr(terms, field.name))
+        for field in fields(terms)
+        if isinstance(getattr(terms, field.name), np.ndarray)
     }
-    return replace(energy, **converted)
+    return replace(terms, **converted)

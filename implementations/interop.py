@@ -27,7 +27,7 @@ def from_numpy(array: np.ndarray | None, backend: str, dtype: str | None = None)
         import jax
         import jax.numpy as jnp
 
-        if dtype in ("float64", "int64") and not jax.config.jax_enable_x64:
+        if dtype in ("float64", "int64") and not jax.config.read("jax_enable_x64"):
             raise ValueError(f"a {dtype} jax array needs jax.config.update('jax_enable_x64', True)")
         return jnp.asarray(array, dtype=dtype)
     raise ValueError(f"unknown backend {backend!r}")

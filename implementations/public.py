@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 from .registry import Method
 
@@ -29,51 +29,109 @@ _CHECKS = {
 }
 
 
-class Bound:
-    """One method in one backend: the contract's functions as attributes (what ``get`` returns)."""
+class ScoresFunction(Protocol):
+    """A contract function of the scores alone: ``marginals``, ``decode``, ``log_partition``, ``solve``."""
+
+    def __call__(
+        self,
+        emissions: Any,
+        transitions: Any,
+        lengths: Any,
+        /,
+        *,
+        start: Any = None,
+        end: Any = None,
+        validate: Any = True,
+        **options: Any,
+    ) -> Any: ...
+
+
+class TargetFunction(Protocol):
+    """A contract function of the scores and a target: ``loss`` (tags), ``partial_loss`` (allowed)."""
+
+    def __call__(
+        self,
+        emissions: Any,
+        transitions: Any,
+        lengths: Any,
+        target: Any = None,
+        /,
+        *,
+        start: Any = None,
+        end: Any = None,
+        validate: Any = True,
+        **options: Any,
+    ) -> Any: ...
+
+
+class Bound(Protocol):
+    """One method in one backend, as ``implementations.get`` returns it: the contract's functions
+    as attributes; ``solve`` only for an iterative method (``Method.iterative``)."""
+
+    method: Method
+    backend: str
+    marginals: ScoresFunction
+    decode: ScoresFunction
+    log_partition: ScoresFunction
+    loss: TargetFunction
+    partial_loss: TargetFunction
+    solve: ScoresFunction
+
+
+class BoundMethod:
+    """The :class:`Bound` the public layer builds from a backend's kernel module and checks."""
+
+    method: Method
+    backend: str
+    marginals: ScoresFunction
+    decode: ScoresFunction
+    log_partition: ScoresFunction
+    loss: TargetFunction
+    partial_loss: TargetFunction
+    solve: ScoresFunction  # iterative methods only: an AttributeError otherwise, as for any name
 
     def __init__(self, method: Method, backend: str, kernels: ModuleType, checks: ModuleType):
         self.method, self.backend = method, backend
-        for function in method.functions:
-            setattr(self, function, _public(method, function, getattr(kernels, function), checks))
+        self.marginals = _public(method, "marginals", kernels.marginals, checks)
+        self.decode = _public(method, "decode", kernels.decode, checks)
+        self.log_partition = _public(method, "log_partition", kernels.log_partition, checks)
+        self.loss = _public(method, "loss", kernels.loss, checks)
+        self.partial_loss = _public(method, "partial_loss", kernels.partial_loss, checks)
+        if method.iterative:
+            self.solve = _public(method, "solve", kernels.solve, checks)
 
     def __repr__(self) -> str:
         return f"<{self.method.name} ({self.backend}): {', '.join(self.method.functions)}>"
 
 
-def _public(
-    method: Method, function: str, kernel: Callable[..., Any], checks: ModuleType
-) -> Callable[..., Any]:
+def _public(method: Method, function: str, kernel: Callable[..., Any], checks: ModuleType) -> Any:
     check_name, target = _CHECKS[function]
     check = getattr(checks, check_name)
     resolve = method.resolve
 
-    if target is None:
+    def of_scores(emissions, transitions, lengths, *, start=None, end=None, validate=True, **options):
+        options = resolve(function, options)
+        if validate:
+            check(emissions, transitions, lengths, start, end)
+        return kernel(emissions, transitions, lengths, start, end, **options)
 
-        def public(emissions, transitions, lengths, *, start=None, end=None, validate=True, **options):
-            options = resolve(function, options)
-            if validate:
-                check(emissions, transitions, lengths, start, end)
-            return kernel(emissions, transitions, lengths, start, end, **options)
+    def of_target(
+        emissions, transitions, lengths, extra=None, *, start=None, end=None, validate=True, **options
+    ):
+        if extra is None:  # given by its name (tags=..., allowed=...)
+            if target not in options:
+                raise TypeError(f"{method.name}.{function}() missing its argument {target!r}")
+            extra = options.pop(target)
+        options = resolve(function, options)
+        if validate:
+            check(emissions, transitions, lengths, extra, start, end)
+        return kernel(emissions, transitions, lengths, extra, start, end, **options)
 
-    else:
-
-        def public(
-            emissions, transitions, lengths, extra=None, *, start=None, end=None, validate=True, **options
-        ):
-            if extra is None:  # given by its name (tags=..., allowed=...)
-                if target not in options:
-                    raise TypeError(f"{method.name}.{function}() missing its argument {target!r}")
-                extra = options.pop(target)
-            options = resolve(function, options)
-            if validate:
-                check(emissions, transitions, lengths, extra, start, end)
-            return kernel(emissions, transitions, lengths, extra, start, end, **options)
-
+    public: Any = of_scores if target is None else of_target
     public.__name__ = public.__qualname__ = function
     public.__module__ = kernel.__module__
     public.__doc__ = _doc(method, function, kernel)
-    public.__signature__ = _signature(method, function, target)  # type: ignore[attr-defined]
+    public.__signature__ = _signature(method, function, target)
     return public
 
 

@@ -1,15 +1,13 @@
-"""One record per inference method: everything the rest of the suite needs to know about it.
+"""One record per inference method: what a method *is*, and nothing about how experiments use it.
 
-The public layer (``implementations.public``) takes a method's options, defaults and checks from
-here; the experiment engine its training losses and decoders (with their display labels); the
-agreement report its oracle and tolerances; the asv suite its benchmarked variants. Adding a
-method is a kernel module per backend (``<backend>_backend/<kernel>.py``, see
-``implementations.public``), an oracle in ``implementations.reference.oracles`` and one
-:class:`Method` in :data:`REGISTRY`; every consumer picks it up from there.
-
-Names are spelled once: a method is ``crf``, ``bcrf``, ...; an iterative method at a fixed
-number of iterations is ``<method>-<iterations>`` (``bcrf-10``, ``meanfield-5``), as a decoder and
-as an asv variant alike.
+A :class:`Method` holds its name, its kernel module, its options (defaults, checks, docs), its
+NumPy oracle and its memory model. The public layer (``implementations.public``) takes a method's
+options, defaults and checks from here. Adding a method is a kernel module per backend
+(``<backend>_backend/<kernel>.py``, see ``implementations.public``), an oracle in
+``implementations.reference.oracles`` and one :class:`Method` in :data:`REGISTRY`. How the
+experiments use a method lives with them: training losses and decoders with their labels in
+``crfbench.uses``, the agreement report's settings in ``crfbench.agreement``, the benchmarked
+variants in ``benchmarks/common.py``.
 """
 
 from __future__ import annotations
@@ -20,9 +18,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-import numpy as np
-
-from . import contract, energies
+from . import contract
 
 #: The contract's functions, in the order the documentation lists them.
 FUNCTIONS = ("marginals", "decode", "loss", "partial_loss", "log_partition")
@@ -108,19 +104,6 @@ class Option:
 
 
 @dataclass(frozen=True)
-class Use:
-    """One named use of a method in experiments: a training loss or a decoder, with fixed options.
-
-    A loss's ``iterations`` of ``None`` is filled in per run (``RunConfig.iterations``)."""
-
-    name: str  # e.g. "bcrf-partial", "meanfield-10", "viterbi"
-    function: str  # "loss", "partial_loss" or "decode"
-    label: str  # how tables and figures name it
-    options: Mapping[str, Any] = field(default_factory=dict)
-    natural_decoder: str | None = None  # a loss: the decoder that goes with it (dev-set selection)
-
-
-@dataclass(frozen=True)
 class Method:
     """Everything about one inference method."""
 
@@ -128,16 +111,7 @@ class Method:
     kernel: str  # the kernel module in each backend package
     summary: str  # one line: heads the docstring of each of its functions
     options: tuple[Option, ...] = ()
-    losses: tuple[Use, ...] = ()
-    decoders: tuple[Use, ...] = ()
-    #: asv variants: name -> options (every method is benchmarked under each of them)
-    variants: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     oracle: str = ""  # a function of ``implementations.reference.oracles``
-    oracle_name: str = ""  # how the agreement report names that oracle
-    #: options the agreement report runs the backends and the oracle with
-    agreement_options: Mapping[str, Any] = field(default_factory=dict)
-    #: an energy (NumPy parameters) for T tags that the agreement report adds as the ``energy`` option
-    agreement_energy: Callable[[int], Any] | None = None
     #: elements of the biggest array a call on (B, N, T) scores builds (benchmarks skip what does not fit)
     largest_intermediate: Callable[[int, int, int], int] = arc_elements
     #: bytes of that array above which the method refuses a call (read when called), if it has a limit
@@ -190,39 +164,20 @@ TOLERANCE = Option(
 )
 
 
-def _iterative_decoders(method: str, label: str, extra: Mapping[str, Any] | None = None) -> tuple[Use, ...]:
-    return tuple(
-        Use(f"{method}-{k}", "decode", f"{label} {k}", {"iterations": k, **(extra or {})}) for k in (5, 10)
-    )
-
-
-def _iterative_variants(method: str) -> dict[str, dict[str, Any]]:
-    return {f"{method}-{k}": {"iterations": k} for k in (5, 10)}
-
-
 CRF = Method(
     name="crf",
     kernel="crf",
     summary="exact linear-chain CRF: forward, forward-backward and Viterbi, one step per position",
-    losses=(
-        Use("crf", "loss", "CRF", natural_decoder="viterbi"),
-        Use("crf-partial", "partial_loss", "CRF partial", natural_decoder="viterbi"),
-    ),
-    decoders=(Use("viterbi", "decode", "Viterbi"),),
-    variants={"crf": {}},
     oracle="exact",
-    oracle_name="brute-force",
 )
 
 CRF_SCAN = Method(
     name="crf-scan",
     kernel="crf_scan",
     summary="exact linear-chain CRF by parallel scan: O(log N) depth, O(N T^3) work and memory",
-    variants={"crf-scan": {}},
     largest_intermediate=contract.scan_intermediate_elements,
     memory_budget=lambda: contract.SCAN_MEMORY_BUDGET,
     oracle="exact",
-    oracle_name="brute-force",
 )
 
 BCRF = Method(
@@ -253,21 +208,7 @@ BCRF = Method(
         ),
         TOLERANCE,
     ),
-    losses=(
-        Use("bcrf", "loss", "BCRF", {"iterations": None, "temperature": 1.0}, natural_decoder="bcrf-10"),
-        Use(
-            "bcrf-partial",
-            "partial_loss",
-            "BCRF partial",
-            {"iterations": None, "temperature": 1.0},
-            natural_decoder="bcrf-10",
-        ),
-    ),
-    decoders=_iterative_decoders("bcrf", "BCRF"),
-    variants=_iterative_variants("bcrf"),
     oracle="bcrf",
-    oracle_name="ibp-loop",
-    agreement_options={"iterations": 10},
 )
 
 MEANFIELD = Method(
@@ -285,12 +226,7 @@ MEANFIELD = Method(
         Option("penalty", 0.0, penalty, "finite score that replaces a -inf transition"),
         TOLERANCE,
     ),
-    losses=(Use("meanfield", "loss", "MF", {"iterations": None}, natural_decoder="meanfield-10"),),
-    decoders=_iterative_decoders("meanfield", "MF"),
-    variants=_iterative_variants("meanfield"),
     oracle="meanfield",
-    oracle_name="meanfield-loop",
-    agreement_options={"iterations": 10},
 )
 
 UNSTRUCTURED = Method(
@@ -306,14 +242,7 @@ UNSTRUCTURED = Method(
             functions=("decode",),
         ),
     ),
-    losses=(Use("unstructured", "loss", "Unstructured", natural_decoder="argmax"),),
-    decoders=(
-        Use("argmax", "decode", "argmax", {"repair": False}),
-        Use("argmax-repair", "decode", "argmax + repair", {"repair": True}),
-    ),
-    variants={"unstructured": {}},
     oracle="unstructured",
-    oracle_name="closed-form",
 )
 
 #: SparseMAP's solvers: the active set (default) and the conditional-gradient family.
@@ -350,22 +279,7 @@ SPARSEMAP = Method(
             functions=("loss",),
         ),
     ),
-    losses=(
-        Use("sparsemap", "loss", "SparseMAP", natural_decoder="sparsemap"),
-        Use(
-            "m-sparsemap",
-            "loss",
-            "m-SparseMAP",
-            {"cost": "hamming"},
-            natural_decoder="sparsemap",
-        ),
-        Use("sparsemap-partial", "partial_loss", "SparseMAP partial", natural_decoder="sparsemap"),
-    ),
-    decoders=(Use("sparsemap", "decode", "SparseMAP"),),
-    variants={"sparsemap": {}},
     oracle="sparsemap",
-    oracle_name="enumeration-qp",
-    agreement_options={"max_support": 64},
 )
 
 #: Bethe projections' solvers: Algorithms 1, 4 and 5 of Vilnis et al. (2015).
@@ -414,39 +328,11 @@ BETHE = Method(
         ),
     ),
     oracle="bethe",
-    oracle_name="mirror-descent-loop",
-    agreement_options={"iterations": 10, "tolerance": None},  # the loop oracle runs them all
-    agreement_energy=lambda num_tags: energies.Measurements(
-        unary_weights=np.linspace(-1.0, 1.0, 2 * num_tags).reshape(2, num_tags),
-        offsets=np.array([0.5, -0.5]),
-        weights=np.array([1.0, 0.5]),
-        pairwise_weights=np.cos(np.arange(2 * num_tags**2)).reshape(2, num_tags, num_tags) / num_tags,
-    ),
 )
 
 #: Every method, in the order listings show them.
 REGISTRY: Mapping[str, Method] = MappingProxyType(
     {method.name: method for method in (CRF, CRF_SCAN, BCRF, MEANFIELD, UNSTRUCTURED, SPARSEMAP, BETHE)}
-)
-
-
-#: The NumPy oracles the agreement report checks the methods against, by the names it gives them.
-ORACLE_NAMES: tuple[str, ...] = tuple(dict.fromkeys(method.oracle_name for method in REGISTRY.values()))
-
-
-def _uses(kind: str) -> dict[str, tuple[Method, Use]]:
-    table = {use.name: (method, use) for method in REGISTRY.values() for use in getattr(method, kind)}
-    assert len(table) == sum(len(getattr(m, kind)) for m in REGISTRY.values()), f"duplicate {kind} name"
-    return table
-
-
-#: Training losses by name: (method, use).
-LOSSES: Mapping[str, tuple[Method, Use]] = MappingProxyType(_uses("losses"))
-#: Decoders by name: (method, use).
-DECODERS: Mapping[str, tuple[Method, Use]] = MappingProxyType(_uses("decoders"))
-#: asv variants by name: (method, options), in registry order.
-VARIANTS: Mapping[str, tuple[Method, Mapping[str, Any]]] = MappingProxyType(
-    {name: (method, options) for method in REGISTRY.values() for name, options in method.variants.items()}
 )
 
 

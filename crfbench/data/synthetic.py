@@ -10,6 +10,8 @@ so a model that reads the words clearly beats chance.
 
 from __future__ import annotations
 
+from typing import Literal, cast
+
 import numpy as np
 
 from . import schemes
@@ -67,8 +69,19 @@ def generate(
         tuple(hmm.sample(rng, int(rng.integers(min_length, max_length + 1))) for _ in range(count))
         for count, rng in zip((train, dev, test), map(np.random.default_rng, split_streams), strict=True)
     ]
-    task = "seg" if scheme == "bies" else "pos"
-    return Dataset(name, task, tagset, *splits, protocol="standard", sources={}, options=options)
+    task: Literal["seg", "pos"] = "seg" if scheme == "bies" else "pos"
+    train_split, dev_split, test_split = splits
+    return Dataset(
+        name,
+        task,
+        tagset,
+        train_split,
+        dev_split,
+        test_split,
+        protocol="standard",
+        sources={},
+        options=options,
+    )
 
 
 def _check(options: dict[str, object]) -> None:
@@ -81,7 +94,7 @@ def _check(options: dict[str, object]) -> None:
             raise ValueError(f"synthetic: option {key} must be an integer >= {least}, got {value!r}")
     if not isinstance(options["seed"], int) or isinstance(options["seed"], bool):
         raise ValueError(f"synthetic: option seed must be an integer, got {options['seed']!r}")
-    if options["min_length"] > options["max_length"]:
+    if cast(int, options["min_length"]) > cast(int, options["max_length"]):
         raise ValueError("synthetic: option min_length must not exceed max_length")
 
 

@@ -85,8 +85,10 @@ class TagSet:
         """Whether a tag-id sequence respects start, transition and end constraints."""
         if len(ids) == 0:
             return True
-        ids = np.asarray(ids)
-        return bool(self.start[ids[0]] and self.end[ids[-1]] and self.transitions[ids[:-1], ids[1:]].all())
+        array = np.asarray(ids)
+        return bool(
+            self.start[array[0]] and self.end[array[-1]] and self.transitions[array[:-1], array[1:]].all()
+        )
 
     def score_masks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Constraints as additive scores: 0 where allowed, -inf where forbidden (float64)."""

@@ -12,9 +12,10 @@ warning; a missing dev or test file is an error.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import conllu
 from conllu.exceptions import ParseException
@@ -38,7 +39,9 @@ def _unparsed(columns: list[str], index: int) -> str:
 
 
 # Columns we never look at stay strings: parsing is twice as fast.
-FIELD_PARSERS = {field: _unparsed for field in ("feats", "head", "deps", "misc")}
+FIELD_PARSERS: dict[str, Callable[[list[str], int], Any]] = {
+    field: _unparsed for field in ("feats", "head", "deps", "misc")
+}
 
 
 class SubstituteProtocolWarning(UserWarning):
@@ -123,7 +126,7 @@ def _words(source: Source, block: list[tuple[int, str]]) -> list[Word]:
     except ParseException as error:
         number = next((number for number, line in token_lines if _fails(line)), block[0][0])
         raise ValueError(f"{where(number)} {error}") from None
-    words = []
+    words: list[Word] = []
     for token, (number, _) in zip(tokens, token_lines, strict=True):
         token_id = token["id"]
         if isinstance(token_id, tuple):  # multiword-token range or empty node
@@ -185,9 +188,9 @@ def read_splits(
                 "download=True."
             )
     read = {split: read_conllu(source) for split, source in sources.items() if source is not None}
-    for split, sentences in read.items():
-        if not sentences:
-            raise ValueError(f"{sources[split].path}: no sentences (an empty {split} file?)")
+    for split, source in sources.items():
+        if source is not None and not read[split]:
+            raise ValueError(f"{source.path}: no sentences (an empty {split} file?)")
     hashes = {source.relative: source.sha256 for source in sources.values() if source is not None}
     if "train" in read:
         return Splits(read["train"], read["dev"], read["test"], "standard", hashes)
@@ -200,10 +203,12 @@ def read_splits(
         SubstituteProtocolWarning,
         stacklevel=3,  # the caller of data.load
     )
+    dev_source = sources["dev"]
+    assert dev_source is not None  # read above
     cut = len(read["dev"]) * 9 // 10
     if not 0 < cut < len(read["dev"]):
         raise ValueError(
-            f"{sources['dev'].path}: {len(read['dev'])} sentence(s) are too few to split into train and dev"
+            f"{dev_source.path}: {len(read['dev'])} sentence(s) are too few to split into train and dev"
         )
     return Splits(read["dev"][:cut], read["dev"][cut:], read["test"], protocol, hashes)
 
@@ -227,17 +232,17 @@ def pos_dataset(name: str, treebank: Treebank, splits: Splits, tags: str) -> Dat
     check_tags(name, treebank, tags)
     parts = (splits.train, splits.dev, splits.test)
     if tags == "xpos":
-        for sentence in (sentence for part in parts for sentence in part):
-            missing = next((word for word in sentence if word.xpos is None), None)
+        for words in (words for part in parts for words in part):
+            missing = next((word for word in words if word.xpos is None), None)
             if missing is not None:
                 raise ValueError(f"{missing.where} expected an XPOS tag, found '_'")
-        inventory = sorted({word.xpos for part in parts for sentence in part for word in sentence})
+        inventory = sorted({word.xpos or "" for part in parts for words in part for word in words})
         tagset = TagSet.unconstrained(inventory)
     else:
         tagset = TagSet.unconstrained(schemes.UPOS)
 
     def sentence(words: list[Word]) -> Sentence:
-        labels = tuple(word.upos if tags == "upos" else word.xpos for word in words)
+        labels = tuple(word.upos if tags == "upos" else (word.xpos or "") for word in words)  # xpos: checked
         return Sentence(tuple(word.form for word in words), labels)
 
     train, dev, test = (tuple(map(sentence, part)) for part in parts)

@@ -58,7 +58,7 @@ def _conform(value: Any, hint: Any) -> Any:
             return _WRONG
         items = tuple(_conform(item, typing.get_args(hint)[0]) for item in value)
         return _WRONG if any(item is _WRONG for item in items) else items
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return value if isinstance(value, hint) else _WRONG
     raise TypeError(f"no type check for the annotation {hint!r}")
 
@@ -74,7 +74,8 @@ def _describe(hint: Any) -> str:
         return "a mapping"
     if typing.get_origin(hint) is tuple:
         return f"a list, each {_describe(typing.get_args(hint)[0])}"
-    return f"a mapping of {hint.__name__} settings" if dataclasses.is_dataclass(hint) else str(hint)
+    is_settings = isinstance(hint, type) and dataclasses.is_dataclass(hint)
+    return f"a mapping of {hint.__name__} settings" if is_settings else str(hint)
 
 
 def check_field_types(instance: Any, label: Callable[[str], str]) -> None:

@@ -82,8 +82,9 @@ class PretrainedEncoder(nn.Module):
         self.tokenizer = tokenizer
         self.model = model
         self.max_subwords = config.max_subwords
-        self.output_dim = int(model.config.hidden_size)
-        positions = getattr(model.config, "max_position_embeddings", None)
+        model_config: Any = model.config
+        self.output_dim = int(model_config.hidden_size)
+        positions = getattr(model_config, "max_position_embeddings", None)
         if positions is not None and config.max_subwords > positions:
             raise ValueError(f"max_subwords={config.max_subwords} exceeds the model's {positions} positions")
         self.placeholder = tokenizer.unk_token if tokenizer.unk_token is not None else "_"

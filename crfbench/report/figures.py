@@ -18,8 +18,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
-from implementations import registry  # noqa: E402
-
+from .. import uses  # noqa: E402
 from ..io import save_atomic  # noqa: E402
 from .layout import (  # noqa: E402
     DATASET_LABELS,
@@ -34,10 +33,7 @@ from .render import LEGEND, MARKS  # noqa: E402
 from .tables import Table  # noqa: E402
 
 #: Iterative decoder families of figure (a), with their decoders in iteration order.
-FAMILIES = {
-    TRAIN_LABELS[name]: tuple(use.name for use in registry.REGISTRY[name].decoders)
-    for name in ("meanfield", "bcrf")
-}
+FAMILIES = {TRAIN_LABELS[name]: uses.decoders_of(name) for name in ("meanfield", "bcrf")}
 #: The decoders figure (a) draws: Viterbi as a line, the families as points.
 DRAWN = ("viterbi", *FAMILIES["MF"], *FAMILIES["BCRF"])
 #: Tick labels of a speed-up axis or colour bar: "0.5×", "1×", "20×".

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from implementations import registry
+from .. import uses
 
 #: Our dataset names in the paper's column order, with the short labels of the table headers.
 DATASET_LABELS = {
@@ -39,20 +39,18 @@ def _paper_order(names: dict[str, str], paper: tuple[str, ...]) -> dict[str, str
     return {name: names[name] for name in paper if name in names} | names
 
 
-#: Display labels of the training losses and decoders (``implementations.registry``), the
+#: Display labels of the training losses and decoders (``crfbench.uses``), the
 #: paper's in its row order first; and the decoders' fixed iteration counts.
 TRAIN_LABELS = _paper_order(
-    {name: use.label for name, (_, use) in registry.LOSSES.items()},
+    {name: use.label for name, use in uses.LOSSES.items()},
     ("unstructured", "crf", "meanfield", "bcrf", "crf-partial", "bcrf-partial"),
 )
 DECODER_LABELS = _paper_order(
-    {name: use.label for name, (_, use) in registry.DECODERS.items()},
+    {name: use.label for name, use in uses.DECODERS.items()},
     ("viterbi", "meanfield-5", "meanfield-10", "bcrf-5", "bcrf-10", "argmax", "argmax-repair"),
 )
 DECODER_ITERATIONS = {
-    name: use.options["iterations"]
-    for name, (_, use) in registry.DECODERS.items()
-    if "iterations" in use.options
+    name: use.options["iterations"] for name, use in uses.DECODERS.items() if "iterations" in use.options
 }
 
 #: Training iterations of the MF / BCRF losses that Table 2 compares (paper §6.4).

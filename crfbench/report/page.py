@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from implementations import registry
-
+from ..agreement import ORACLE_NAMES
 from .bethe import BETHE_INTRO
 from .figures import Drawn
 from .inputs import AGREEMENT_TABLE
@@ -25,7 +24,7 @@ FORMATS = ("md", "tex", "csv")
 AGREEMENT = Path("agreement")
 AGREEMENT_INTRO = (
     "Numerical agreement of every method across the torch and JAX backends and with the NumPy oracles "
-    f"({', '.join(registry.ORACLE_NAMES)}), from results/{AGREEMENT_TABLE}"
+    f"({', '.join(ORACLE_NAMES)}), from results/{AGREEMENT_TABLE}"
 )
 NO_AGREEMENT = f"The agreement step has not run: results/{AGREEMENT_TABLE} is absent."
 #: The claim ledger's two tables: one row per claim, and the (dataset, encoder) cells behind them.

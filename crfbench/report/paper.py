@@ -6,8 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from implementations import registry
-
+from .. import uses
 from ..io import read_csv
 from .layout import DECODER_LABELS, TRAIN_LABELS
 
@@ -28,13 +27,13 @@ Key = tuple[str, str, str, str, str]  # (table group, dataset, encoder, train, d
 
 
 def our_decoder(decoder: str, iterations: str) -> str | None:
-    """The paper's (decoder, iterations) in our spelling (``implementations.registry``):
+    """The paper's (decoder, iterations) in our spelling (``crfbench.uses``):
     ``<method>-<iterations>`` for an iterative decoder, the name alone otherwise, "" for a Table 2
     row (a training loss, no decoder); None for a decoder we do not have."""
     if not decoder:
         return ""
     name = f"{decoder}-{iterations}" if iterations else decoder
-    return name if name in registry.DECODERS else None
+    return name if name in uses.DECODERS else None
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,6 @@ from ..io import read_csv  # noqa: E402
 from .figures import TIMES, Drawn, save_png, subplots  # noqa: E402
 
 SCALING_FILE = "scaling.csv"
-#: Methods (asv variants) in the order of the figures' legends and panels: the registry's.
-METHOD_ORDER = tuple(registry.VARIANTS)
 TIMED = {"time_marginals": "marginals", "time_decode": "decode", "time_loss_and_grad": "loss and gradient"}
 HEATMAPS = ("time_marginals", "time_loss_and_grad")
 BASELINE = "crf"
@@ -43,9 +41,24 @@ def read_scaling(path: Path) -> pd.DataFrame:
     return frame
 
 
+def _variant_key(name: str) -> tuple[int, int] | None:
+    """Where an asv variant (``crf``, ``bcrf-10``) sorts: by its method's place in the registry,
+    then by its iterations; None for a name that is neither."""
+    methods = list(registry.REGISTRY)
+    if name in registry.REGISTRY:
+        return methods.index(name), 0
+    base, _, iterations = name.rpartition("-")
+    if base in registry.REGISTRY and iterations.isdigit():
+        return methods.index(base), int(iterations)
+    return None
+
+
 def _ordered(methods) -> list[str]:
-    known = [name for name in METHOD_ORDER if name in set(methods)]
-    return known + sorted(set(methods) - set(known))
+    """Methods (asv variants) in the order of the figures' legends and panels: the registry's,
+    each method's variants by iterations, then any unknown name alphabetically."""
+    names = set(methods)
+    keys = {name: key for name in names if (key := _variant_key(name)) is not None}
+    return sorted(keys, key=keys.__getitem__) + sorted(names - set(keys))
 
 
 def timings(frame: pd.DataFrame, name: str) -> pd.DataFrame:

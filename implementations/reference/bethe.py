@@ -128,7 +128,7 @@ def mirror_descent(
         q = softmax(_on_paths(emissions - shift[0], transitions - shift[1], paths))
         return (*_marginals(q, paths, num_tags), q)
 
-    zero = (np.zeros_like(emissions), np.zeros_like(transitions))
+    zero: tuple[np.ndarray, ...] = (np.zeros_like(emissions), np.zeros_like(transitions))
     unary, pairwise, q = project(zero)
     dual = shift = zero
     for t in range(1, iterations + 1):

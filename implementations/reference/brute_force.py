@@ -44,10 +44,10 @@ def path_score(
     """Score of one tag sequence, straight from the definition (``-inf`` if forbidden)."""
     emissions = np.asarray(emissions, dtype=np.float64)
     n, num_tags = emissions.shape
-    path = [int(t) for t in path]
-    terms = [emissions[i, path[i]] for i in range(n)]
-    terms += [transition_block(transitions, i)[path[i], path[i + 1]] for i in range(n - 1)]
-    terms += [boundary(start, num_tags)[path[0]], boundary(end, num_tags)[path[-1]]]
+    tags = [int(t) for t in path]
+    terms = [emissions[i, tags[i]] for i in range(n)]
+    terms += [transition_block(transitions, i)[tags[i], tags[i + 1]] for i in range(n - 1)]
+    terms += [boundary(start, num_tags)[tags[0]], boundary(end, num_tags)[tags[-1]]]
     total = 0.0
     for term in terms:  # plain Python sum: -inf absorbs, no NaN possible (no +inf allowed)
         total += float(term)

@@ -103,7 +103,7 @@ def sparsemap(sequence: Sequence, tags: np.ndarray, allowed: np.ndarray, **_: An
     masked = {**sequence, "emissions": np.where(allowed, sequence["emissions"], -np.inf)}
     partial = solution.value - sparsemap_qp.sparsemap(**masked).value
     gold = brute_force.path_score(tags, **sequence)
-    pattern = {key: _pattern(sequence[key]) for key in ("transitions", "start", "end")}
+    pattern: dict[str, Any] = {key: _pattern(sequence[key]) for key in ("transitions", "start", "end")}
     decoded = brute_force.best(solution.unary, **pattern)[1]
     return Answer(
         solution.unary, solution.pairwise, solution.value, solution.value + n / 2 - gold, partial, decoded
@@ -119,7 +119,8 @@ def bethe(
     n, num_tags = sequence["emissions"].shape
     if num_tags**n > BRUTE_FORCE_LIMIT:
         return None
-    run = bethe_loop.mirror_descent(**sequence, energy=energy, **options)
+    arguments: dict[str, Any] = {**sequence, **options}
+    run = bethe_loop.mirror_descent(**arguments, energy=energy)
     if options.get("tilt", "gradient") == "dual":
         to_unary, to_pairwise = run.shift
     else:

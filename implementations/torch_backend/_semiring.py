@@ -40,14 +40,14 @@ class _LogSumExp(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x: Tensor, dim: int) -> Tensor:  # type: ignore[override]
+    def forward(ctx, x: Tensor, dim: int) -> Tensor:
         result = _logsumexp_values(x, dim)
         ctx.save_for_backward(x, result)
         ctx.dim = dim
         return result
 
     @staticmethod
-    def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:  # type: ignore[override]
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:
         x, result = ctx.saved_tensors
         result = result.unsqueeze(ctx.dim)
         shift = torch.where(torch.isneginf(result), 0.0, result)  # all -inf slice: weights exp(-inf) = 0

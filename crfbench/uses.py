@@ -1,0 +1,86 @@
+"""Training losses and decoders: the named uses of the inference methods in experiments, with the
+labels tables and figures give them.
+
+A use is one contract function of one method (``implementations.registry``) with fixed options:
+``bcrf-10`` decodes with BCRF at 10 iterations, ``m-sparsemap`` is SparseMAP's loss with the
+Hamming cost. Names are spelled once, here: an iterative method at a fixed number of iterations is
+``<method>-<iterations>``. This module is pure data (no framework imported), so the command line
+and the workflow can list the names cheaply; ``crfbench.objectives`` turns a use into a call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Use:
+    """One named use of a method: a training loss or a decoder, with fixed options.
+
+    A loss's ``iterations`` of ``None`` is filled in per run (``RunConfig.iterations``)."""
+
+    name: str  # e.g. "bcrf-partial", "meanfield-10", "viterbi"
+    method: str  # an ``implementations.METHODS`` name
+    function: str  # "loss", "partial_loss" or "decode"
+    label: str  # how tables and figures name it
+    options: Mapping[str, Any] = field(default_factory=dict)
+    natural_decoder: str | None = None  # a loss: the decoder that goes with it (dev-set selection)
+
+
+#: The fixed iteration counts of the iterative decoders (the paper's 5 and 10).
+DECODER_ITERATIONS = (5, 10)
+
+
+def _iterative_decoders(method: str, label: str) -> tuple[Use, ...]:
+    return tuple(
+        Use(f"{method}-{k}", method, "decode", f"{label} {k}", {"iterations": k}) for k in DECODER_ITERATIONS
+    )
+
+
+_LOSSES = (
+    Use("crf", "crf", "loss", "CRF", natural_decoder="viterbi"),
+    Use("crf-partial", "crf", "partial_loss", "CRF partial", natural_decoder="viterbi"),
+    Use("bcrf", "bcrf", "loss", "BCRF", {"iterations": None, "temperature": 1.0}, natural_decoder="bcrf-10"),
+    Use(
+        "bcrf-partial",
+        "bcrf",
+        "partial_loss",
+        "BCRF partial",
+        {"iterations": None, "temperature": 1.0},
+        natural_decoder="bcrf-10",
+    ),
+    Use("meanfield", "meanfield", "loss", "MF", {"iterations": None}, natural_decoder="meanfield-10"),
+    Use("unstructured", "unstructured", "loss", "Unstructured", natural_decoder="argmax"),
+    Use("sparsemap", "sparsemap", "loss", "SparseMAP", natural_decoder="sparsemap"),
+    Use("m-sparsemap", "sparsemap", "loss", "m-SparseMAP", {"cost": "hamming"}, natural_decoder="sparsemap"),
+    Use("sparsemap-partial", "sparsemap", "partial_loss", "SparseMAP partial", natural_decoder="sparsemap"),
+)
+
+_DECODERS = (
+    Use("viterbi", "crf", "decode", "Viterbi"),
+    *_iterative_decoders("bcrf", "BCRF"),
+    *_iterative_decoders("meanfield", "MF"),
+    Use("argmax", "unstructured", "decode", "argmax", {"repair": False}),
+    Use("argmax-repair", "unstructured", "decode", "argmax + repair", {"repair": True}),
+    Use("sparsemap", "sparsemap", "decode", "SparseMAP"),
+)
+
+
+def _by_name(uses: tuple[Use, ...]) -> Mapping[str, Use]:
+    table = {use.name: use for use in uses}
+    assert len(table) == len(uses), "duplicate use name"
+    return MappingProxyType(table)
+
+
+#: Training losses by name.
+LOSSES: Mapping[str, Use] = _by_name(_LOSSES)
+#: Decoders by name.
+DECODERS: Mapping[str, Use] = _by_name(_DECODERS)
+
+
+def decoders_of(method: str) -> tuple[str, ...]:
+    """The decoders that decode with ``method``, in listing order."""
+    return tuple(name for name, use in DECODERS.items() if use.method == method)
