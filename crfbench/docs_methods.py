@@ -16,9 +16,12 @@ import argparse
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from implementations.registry import REGISTRY, Method, Option, Use
+from implementations.registry import REGISTRY
+
+if TYPE_CHECKING:  # the records' types, for hints only: the page reads REGISTRY's public fields
+    from implementations.registry import Method, Option, Use
 
 #: Where the generated page lives, relative to the repository root.
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "methods.md"
