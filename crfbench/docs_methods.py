@@ -1,8 +1,9 @@
 """Generate ``docs/methods.md`` from the method registry, so the page cannot drift from the code.
 
 What a method *is* (its options with their defaults, checks' meaning and the functions that take
-them, its training losses and decoders, its asv variants, its oracle) is read from
-``implementations.registry.REGISTRY``; what the registry does not hold (how each method computes,
+them, its oracle) is read from ``implementations.registry.REGISTRY``; how the engine uses it (its
+training losses and decoders) from ``crfbench.uses``, and how the agreement report checks it from
+``crfbench.agreement.SETTINGS``; what none of them holds (how each method computes,
 the solver records, the checks beyond the contract, the JAX backend, mean field's hard
 constraints) is prose kept here, per method and around the generated part.
 
@@ -20,8 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 from implementations.registry import REGISTRY
 
-if TYPE_CHECKING:  # the records' types, for hints only: the page reads REGISTRY's public fields
-    from implementations.registry import Method, Option, Use
+from .agreement import SETTINGS
+from .uses import DECODERS, LOSSES
+
+if TYPE_CHECKING:  # the records' types, for hints only: the page reads their public fields
+    from implementations.registry import Method, Option
+
+    from .uses import Use
 
 #: Where the generated page lives, relative to the repository root.
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "methods.md"
@@ -43,14 +49,14 @@ unknown one `TypeError` listing the valid ones). Every function also takes `vali
 `ValueError` naming the argument or the sequence.
 
 What a method *is* lives in one record, `implementations/registry.py`: its options (defaults,
-checks, which functions take them), its training losses and decoders with their labels, its asv
-variants, its NumPy oracle and the options the agreement report runs it with. The functions are
+checks, which functions take them), its NumPy oracle and its memory model. The functions are
 written once (`implementations/public.py`) over each backend's kernels
 (`implementations/<backend>_backend/<method>.py`, the mathematics only). Adding a method is a
-kernel per backend, an oracle in `implementations/reference/oracles.py` and one registry entry;
-the engine's losses and decoders, the pipeline's choices, the agreement report, the asv grid and
-the report's labels all come from the registry. The derivations the code relies on are in
-[derivations.md](derivations.md). Beside them, `implementations/` holds `contract.py` (the shared
+kernel per backend, an oracle in `implementations/reference/oracles.py` and one registry entry.
+How experiments use a method lives with them: the training losses and decoders with their table
+labels in `crfbench/uses.py`, the agreement report's oracle names and options in
+`crfbench/agreement.py` (`SETTINGS`), the benchmarked variants in `benchmarks/common.py`. The
+derivations the code relies on are in [derivations.md](derivations.md). Beside them, `implementations/` holds `contract.py` (the shared
 checks), `solver.py` (the `solve` records), `energies.py` (Bethe's energies), `reference/` (NumPy
 oracles), `ops.py` and `kernels/` (kernels written once for both frameworks), `peers.py` and
 `interop.py`.
@@ -242,18 +248,19 @@ def method_section(method: Method) -> str:
     if note:
         lines += [note.rstrip(), ""]
     lines.append(f"- functions: {', '.join(f'`{f}`' for f in method.functions)}")
-    if method.losses:
-        lines.append(f"- training losses (`loss=`): {'; '.join(_use(use) for use in method.losses)}")
-    if method.decoders:
-        lines.append(f"- decoders: {'; '.join(_use(use) for use in method.decoders)}")
-    if method.variants:
-        lines.append(f"- asv variants: {', '.join(f'`{name}`' for name in method.variants)}")
-    if method.oracle_name:
+    losses = [use for use in LOSSES.values() if use.method == method.name]
+    decoders = [use for use in DECODERS.values() if use.method == method.name]
+    if losses:
+        lines.append(f"- training losses (`loss=`): {'; '.join(_use(use) for use in losses)}")
+    if decoders:
+        lines.append(f"- decoders: {'; '.join(_use(use) for use in decoders)}")
+    setting = SETTINGS.get(method.name)
+    if setting is not None:
         oracle = (
-            f"- agreement oracle: {method.oracle_name} (`implementations.reference.oracles.{method.oracle}`)"
+            f"- agreement oracle: {setting.oracle_name} (`implementations.reference.oracles.{method.oracle}`)"
         )
-        if method.agreement_options:
-            options = ", ".join(f"{k}={literal(v)}" for k, v in method.agreement_options.items())
+        if setting.options:
+            options = ", ".join(f"{k}={literal(v)}" for k, v in setting.options.items())
             oracle += f", run with {options}"
         lines.append(oracle)
     lines.append("")
