@@ -52,14 +52,14 @@ What a method *is* lives in one record, `implementations/registry.py`: its optio
 checks, which functions take them), its NumPy oracle and its memory model. The functions are
 written once (`implementations/public.py`) over each backend's kernels
 (`implementations/<backend>_backend/<method>.py`, the mathematics only). Adding a method is a
-kernel per backend, an oracle in `implementations/reference/oracles.py` and one registry entry.
-How experiments use a method lives with them: the training losses and decoders with their table
-labels in `crfbench/uses.py`, the agreement report's oracle names and options in
-`crfbench/agreement.py` (`SETTINGS`), the benchmarked variants in `benchmarks/common.py`. The
-derivations the code relies on are in [derivations.md](derivations.md). Beside them, `implementations/` holds `contract.py` (the shared
-checks), `solver.py` (the `solve` records), `energies.py` (Bethe's energies), `reference/` (NumPy
-oracles), `ops.py` and `kernels/` (kernels written once for both frameworks), `peers.py` and
-`interop.py`.
+kernel per backend, an oracle in `implementations/reference/oracles.py` and one registry entry. How
+experiments use a method lives with them: the training losses and decoders with their table labels
+in `crfbench/uses.py`, the agreement report's oracle names and options in `crfbench/agreement.py`
+(`SETTINGS`), the benchmarked variants in `benchmarks/common.py`. The derivations the code relies
+on are in [derivations.md](derivations.md). Beside them, `implementations/` holds `contract.py`
+(the shared checks), `solver.py` (the `solve` records), `energies.py` (Bethe's energies),
+`reference/` (NumPy oracles), `ops.py` and `kernels/` (kernels written once for both frameworks),
+`peers.py` and `interop.py`.
 
 In the tables below, *functions* says which functions take an option ("all" includes `solve`);
 a default given per function (e.g. BCRF decodes at τ = 0.1) is listed after the general one.
