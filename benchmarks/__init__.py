@@ -4,5 +4,5 @@
 calls; ``bench_inference`` times marginals, decoding and the training step (and their memory),
 ``bench_quality`` tracks what the approximations give up, ``bench_roofline`` relates IBP to the
 machine's memory bandwidth and ``bench_peers`` compares with the PyTorch CRF libraries. Commands:
-README, "Benchmarks".
+docs/benchmarks.md.
 """

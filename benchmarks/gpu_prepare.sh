@@ -20,7 +20,7 @@
 # lazy_importer). Usage, from the repository root, on a committed tree, with a python3 that has
 # pip (the project's .venv, say):
 #   benchmarks/gpu_prepare.sh
-# then on the device, with .gpu carried (README, "On a lent GPU"):
+# then on the device, with .gpu carried (docs/benchmarks.md, "On a lent GPU"):
 #   STAGES=asv PARTS="jax roofline jax-loss" benchmarks/gpu_session.sh MACHINE SECONDS COMMIT
 set -euo pipefail
 DIR=${GPU_SESSION_DIR:-.gpu}

@@ -92,7 +92,7 @@ def read_asv_results(asv_dir: Path) -> pd.DataFrame:
     asv_dir = Path(asv_dir)
     catalogue = asv_dir / "benchmarks.json"
     if not catalogue.exists():
-        raise ValueError(f"{catalogue}: missing; run the asv suite first (README, 'Benchmarks')")
+        raise ValueError(f"{catalogue}: missing; run the asv suite first (docs/benchmarks.md)")
     benchmarks = {key: spec for key, spec in json.loads(catalogue.read_text()).items() if key != "version"}
     rows = []
     for machine_dir in sorted(path for path in asv_dir.iterdir() if (path / "machine.json").exists()):

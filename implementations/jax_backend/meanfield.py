@@ -12,7 +12,7 @@ scores (emissions, start, end) never meet a product and stay exact.
 
 The default ``penalty=0`` scores a forbidden transition as neutral: mean field does not see the
 hard constraints, as the paper says it cannot (App. G), and may output invalid sequences. A large
-penalty swamps the model's scores and locks the parallel updates into a 2-cycle (README, "Mean
+penalty swamps the model's scores and locks the parallel updates into a 2-cycle (docs/methods.md, "Mean
 field and hard constraints").
 
 Options are Python values, static under ``jax.jit``.

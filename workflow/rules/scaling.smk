@@ -1,5 +1,5 @@
 # The asv scaling suite's results (results/asv/, asv.conf.json's results_dir; written by `asv run`,
-# see README "Benchmarks") tidied into results/scaling.csv for the report, and asv's own HTML with
+# see docs/benchmarks.md) tidied into results/scaling.csv for the report, and asv's own HTML with
 # the full history published into reports/asv/. Nothing here runs a benchmark.
 rule scaling_table:
     input:
