@@ -55,10 +55,19 @@ from implementations.energies import Measurements
 
 from ..data.citation import OUTSIDE, Citation, LabelScheme, label_scheme, read_split
 from ..metrics import entity_scores, tag_counts
-from ..schema import SENTENCE_COLUMNS
+from ..schema import (
+    CITATION_BASELINE,
+    CITATION_CAP_COLUMNS,
+    CITATION_DATASET,
+    CITATION_ENCODER,
+    CITATION_ITERATION_COLUMNS,
+    CITATION_NONLOCAL,
+    CITATION_SCORE_COLUMNS,
+    SENTENCE_COLUMNS,
+)
 from .learning import Curve, fit
 
-BASELINE, NONLOCAL = "chain-crf-baseline", "nonlocal-energies"
+BASELINE, NONLOCAL = CITATION_BASELINE, CITATION_NONLOCAL
 DTYPE = torch.float32
 
 
@@ -440,13 +449,14 @@ def nonlocal_labels(
     return decode_all(model, data, scheme, decode, settings.batch_size)
 
 
-#: Columns of the tables a run writes (each with its seed, so that runs concatenate).
-SCORE_COLUMNS = ("seed", "model", "segment_f1", "dev_f1", "best_epoch", "epochs_run")
-CAP_COLUMNS = ("seed", "cap", "segment_f1")
-ITERATION_COLUMNS = ("seed", "tolerance", "citation", "iterations", "converged")
+#: Columns of the tables a run writes (each with its seed, so that runs concatenate): ``crfbench.schema``'s,
+#: which the report and ``crfbench aggregate`` read too.
+SCORE_COLUMNS = CITATION_SCORE_COLUMNS
+CAP_COLUMNS = CITATION_CAP_COLUMNS
+ITERATION_COLUMNS = CITATION_ITERATION_COLUMNS
 #: The per-citation table's dataset and encoder names (the suite's per-sentence counts,
 #: ``crfbench.schema.SENTENCE_COLUMNS``, so that the claim ledger pairs models over test citations).
-DATASET, ENCODER = "umass-citation", "features"
+DATASET, ENCODER = CITATION_DATASET, CITATION_ENCODER
 
 
 def sentences(

@@ -66,34 +66,10 @@ from ..data.ocr import LETTERS, PIXELS, Word
 from .learning import Curve, fit
 
 NUM_TAGS = len(LETTERS)
-#: The rows of a fold's table, in order.
-BASE, CLASSIFIER = "2gram-base", "55-class-classifier-MM"
-MODELS = (BASE, "Lu", "Lu-MM", "Lw", "Lw-MM", CLASSIFIER)
-#: The table's columns.
-COLUMNS = (
-    "fold",
-    "model",
-    "char_accuracy",
-    "dev_accuracy",
-    "epochs",
-    "best_epoch",
-    "flattened",
-    "solver_iterations",
-    "psi",
-    "seconds",
-)
-#: The columns that hold numbers (``solver_iterations`` and ``psi`` are empty for the models without
-#: an energy).
-NUMBERS = (
-    "fold",
-    "char_accuracy",
-    "dev_accuracy",
-    "epochs",
-    "best_epoch",
-    "solver_iterations",
-    "psi",
-    "seconds",
-)
+#: The rows of a fold's table, in order, its columns, and those that hold numbers: ``crfbench.schema``'s,
+#: which the report and ``crfbench aggregate`` read too.
+MODELS, COLUMNS, NUMBERS = schema.OCR_MODELS, schema.OCR_COLUMNS, schema.OCR_NUMBERS
+BASE, CLASSIFIER = MODELS[0], MODELS[-1]
 
 
 @dataclass(frozen=True)
@@ -475,7 +451,7 @@ DECODERS = {BASE: "viterbi", CLASSIFIER: "classifier"} | dict.fromkeys(
 #: The per-word table's columns: the suite's per-sentence counts (``crfbench.schema``), so that the
 #: claim ledger bootstraps its intervals over the test words of every fold.
 SENTENCE_COLUMNS = schema.SENTENCE_COLUMNS
-DATASET, ENCODER = "ocr-taskar", "pixels"
+DATASET, ENCODER = schema.OCR_DATASET, schema.OCR_ENCODER
 
 
 def row(

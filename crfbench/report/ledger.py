@@ -21,9 +21,8 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from ..bethe.citation import DATASET as CITATION_DATASET
-from ..bethe.ocr import DATASET as OCR_DATASET
 from ..metrics import PRIMARY_METRIC
+from ..schema import CITATION_DATASET, OCR_DATASET
 from .bethe import OBJECTIVE_TOLERANCE, cgm_speedups, relative_gaps
 from .layout import NER, NER_PARTIAL, POS, SEG, TRAIN_ITERATIONS
 from .newton import LEVELS as NEWTON_LEVELS

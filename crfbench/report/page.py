@@ -11,9 +11,9 @@ import pandas as pd
 
 from implementations import registry
 
+from ..schema import AGREEMENT_TABLE
 from .bethe import BETHE_INTRO
 from .figures import Drawn
-from .inputs import AGREEMENT_TABLE
 from .ledger import VERDICT_RULE
 from .newton import NEWTON_INTRO
 from .render import GENERATED, html_fragment
