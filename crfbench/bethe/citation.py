@@ -53,21 +53,13 @@ import torch
 import implementations
 from implementations.energies import Measurements
 
+from .. import schema
 from ..data.citation import OUTSIDE, Citation, LabelScheme, label_scheme, read_split
 from ..metrics import entity_scores, tag_counts
-from ..schema import (
-    CITATION_BASELINE,
-    CITATION_CAP_COLUMNS,
-    CITATION_DATASET,
-    CITATION_ENCODER,
-    CITATION_ITERATION_COLUMNS,
-    CITATION_NONLOCAL,
-    CITATION_SCORE_COLUMNS,
-    SENTENCE_COLUMNS,
-)
+from ..schema import SENTENCE_COLUMNS
 from .learning import Curve, fit
 
-BASELINE, NONLOCAL = CITATION_BASELINE, CITATION_NONLOCAL
+BASELINE, NONLOCAL = schema.CITATION_BASELINE, schema.CITATION_NONLOCAL
 DTYPE = torch.float32
 
 
@@ -451,12 +443,11 @@ def nonlocal_labels(
 
 #: Columns of the tables a run writes (each with its seed, so that runs concatenate): ``crfbench.schema``'s,
 #: which the report and ``crfbench aggregate`` read too.
-SCORE_COLUMNS = CITATION_SCORE_COLUMNS
-CAP_COLUMNS = CITATION_CAP_COLUMNS
-ITERATION_COLUMNS = CITATION_ITERATION_COLUMNS
+SCORE_COLUMNS, CAP_COLUMNS = schema.CITATION_SCORE_COLUMNS, schema.CITATION_CAP_COLUMNS
+ITERATION_COLUMNS = schema.CITATION_ITERATION_COLUMNS
 #: The per-citation table's dataset and encoder names (the suite's per-sentence counts,
 #: ``crfbench.schema.SENTENCE_COLUMNS``, so that the claim ledger pairs models over test citations).
-DATASET, ENCODER = CITATION_DATASET, CITATION_ENCODER
+DATASET, ENCODER = schema.CITATION_DATASET, schema.CITATION_ENCODER
 
 
 def sentences(
