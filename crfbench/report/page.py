@@ -13,8 +13,8 @@ from implementations import registry
 
 from ..schema import AGREEMENT_TABLE
 from .bethe import BETHE_INTRO
+from .claims import VERDICT_RULE
 from .figures import Drawn
-from .ledger import VERDICT_RULE
 from .newton import NEWTON_INTRO
 from .render import GENERATED, html_fragment
 from .tables import Table

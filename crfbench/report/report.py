@@ -29,10 +29,11 @@ from ..schema import (
 from . import provenance
 from .bethe import TASKS as BETHE_TASKS
 from .bethe import bethe_figures, bethe_sections, read_cgm, read_sentences
+from .claims import CLAIMS_COLUMNS, CLAIMS_FILE
 from .figures import iteration_figures, speedup_figure
 from .inputs import agreement_summary, read_results
 from .layout import TABLES, TASKS
-from .ledger import CLAIMS_COLUMNS, CLAIMS_FILE, claim_ledger, ledger_csv
+from .ledger import claim_ledger, ledger_csv
 from .newton import newton_figures, newton_sections, read_newton
 from .page import LEDGER_FILES, NO_AGREEMENT, Report, index_html, readme, table_file
 from .paper import load_paper
