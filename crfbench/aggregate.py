@@ -10,50 +10,23 @@ from pathlib import Path
 
 import pandas as pd
 
-from .experiment import SUMMARY_FILE
 from .io import CorruptFileError, numeric_column, read_csv, write_csv
-from .schema import OPTIONAL_NUMBERS, SENTENCE_COLUMNS, SENTENCE_NUMBERS, SWEEP_COLUMNS, SWEEP_NUMBERS
-
-
-def _kinds() -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
-    """Each per-run CSV kind: the columns the results tables need, and which must be numbers."""
-    from .bethe import citation
-    from .bethe.ocr import COLUMNS as OCR_COLUMNS
-    from .bethe.ocr import NUMBERS as OCR_NUMBERS
-    from .report.inputs import METRICS_COLUMNS, NUMERIC_COLUMNS, TIMING_COLUMNS
-
-    numeric = lambda columns: tuple(name for name in columns if name in NUMERIC_COLUMNS)  # noqa: E731
-    return {
-        "evaluation.csv": (METRICS_COLUMNS, numeric(METRICS_COLUMNS)),
-        "timing.csv": (TIMING_COLUMNS, numeric(TIMING_COLUMNS)),
-        "sentences.csv": (SENTENCE_COLUMNS, SENTENCE_NUMBERS),
-        "sweep.csv": (SWEEP_COLUMNS, SWEEP_NUMBERS),
-        "bethe OCR table.csv": (OCR_COLUMNS, OCR_NUMBERS),
-        "bethe citation scores.csv": (
-            citation.SCORE_COLUMNS,
-            ("seed", "segment_f1", "dev_f1", "best_epoch", "epochs_run"),
-        ),
-        "bethe citation iteration_cap.csv": (citation.CAP_COLUMNS, citation.CAP_COLUMNS),
-        "bethe citation iterations.csv": (
-            citation.ITERATION_COLUMNS,
-            ("seed", "tolerance", "citation", "iterations"),
-        ),
-    }
+from .schema import OPTIONAL_NUMBERS, PER_RUN_TABLES, SUMMARY_FILE
 
 
 def _kind(path: Path, table: pd.DataFrame) -> tuple[str, tuple[str, ...]]:
     """Which per-run table ``table`` is, and its numeric columns; CorruptFileError naming the
     columns the results need that ``path`` lacks."""
-    kinds = _kinds()
     missing = {
-        kind: [name for name in columns if name not in table.columns] for kind, (columns, _) in kinds.items()
+        kind: [name for name in columns if name not in table.columns]
+        for kind, (columns, _) in PER_RUN_TABLES.items()
     }
     kind = min(missing, key=lambda name: len(missing[name]))
     if missing[kind]:
         raise CorruptFileError(
-            f"{path}: not a per-run {', '.join(kinds)}: lacks column(s) {', '.join(missing[kind])}"
+            f"{path}: not a per-run {', '.join(PER_RUN_TABLES)}: lacks column(s) {', '.join(missing[kind])}"
         )
-    return kind, kinds[kind][1]
+    return kind, PER_RUN_TABLES[kind][1]
 
 
 def _check_numbers(path: Path, table: pd.DataFrame, columns: tuple[str, ...]) -> None:
@@ -69,7 +42,7 @@ def _check_numbers(path: Path, table: pd.DataFrame, columns: tuple[str, ...]) ->
 def _read(path: Path) -> pd.DataFrame:
     """One per-run output as a table: a train.json as its dev curve, a CSV checked whole."""
     if path.name == SUMMARY_FILE:
-        from .train import dev_curve  # torch, only for curves
+        from .run_folder import dev_curve  # torch, only for curves
 
         return dev_curve(path.parent)
     table = read_csv(path)

@@ -124,8 +124,9 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from .evaluate import EVALUATION_FILE, evaluate
+    from .evaluate import evaluate
     from .metrics import PRIMARY_METRIC
+    from .schema import EVALUATION_FILE
 
     table = evaluate(
         args.run_dir,
@@ -151,8 +152,9 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _time(args: argparse.Namespace) -> int:
-    from .experiment import CONFIG_FILE, read_run_config
-    from .timing import TIMING_FILE, time_run
+    from .run_folder import read_run_config
+    from .schema import CONFIG_FILE, TIMING_FILE
+    from .timing import time_run
 
     recorded = args.config is None and not args.set and (args.run_dir / CONFIG_FILE).exists()
     table = time_run(
@@ -193,8 +195,9 @@ def _scaling(args: argparse.Namespace) -> int:
 
 def _data(args: argparse.Namespace) -> int:
     from . import data
-    from .experiment import data_directory, describe_dataset
+    from .experiment import data_directory
     from .io import write_json
+    from .run_folder import describe_dataset
 
     facts: dict[str, Any] = describe_dataset(data.load(args.name, data_directory(args.name, args.data_dir)))
     write_json(args.out, facts)

@@ -8,7 +8,6 @@ decoder's metrics (``metrics.SENTENCE_COUNTS``), which the claim ledger bootstra
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,34 +15,13 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from . import environment
-from .config import RunConfig
-from .experiment import (
-    EVALUATION_FILE,
-    SENTENCES_FILE,
-    predict,
-)
-from .io import write_atomic
+from .experiment import predict, run_description
 from .metrics import score, sentence_counts
 from .objectives import DECODERS, describe
-from .schema import RUN_KEY, SENTENCE_COLUMNS
-from .train import load_trained_run
+from .run_folder import load_trained_run, write_run_table
+from .schema import EVALUATION_FILE, RUN_KEY, SENTENCE_COLUMNS, SENTENCES_FILE
 
 SPLITS = ("dev", "test")
-
-
-def run_description(config: RunConfig, protocol: str) -> dict[str, object]:
-    """The columns that say which run a result row comes from."""
-    return {
-        "dataset": config.dataset,
-        "dataset_options": json.dumps(config.dataset_options, sort_keys=True),
-        "protocol": protocol,
-        "encoder_name": config.encoder_name,
-        "encoder": config.scorer.encoder,
-        "layers": config.scorer.layers,
-        "loss": config.loss,
-        "seed": config.seed,
-        "backend": "torch",
-    }
 
 
 def evaluate(
@@ -97,9 +75,6 @@ def evaluate(
                 | {"metric": metric, "value": value}
             )
     table = pd.DataFrame(rows)
-    write_atomic(
-        run_dir / SENTENCES_FILE,
-        pd.DataFrame(per_sentence, columns=list(SENTENCE_COLUMNS)).to_csv(index=False),
-    )
-    write_atomic(run_dir / EVALUATION_FILE, table.to_csv(index=False))
+    write_run_table(run_dir, SENTENCES_FILE, pd.DataFrame(per_sentence, columns=list(SENTENCE_COLUMNS)))
+    write_run_table(run_dir, EVALUATION_FILE, table)
     return table

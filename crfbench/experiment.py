@@ -1,19 +1,20 @@
-"""What training, evaluation and timing share: the run's data, the scorer's output as contract
-arguments, and batched decoding."""
+"""What training, evaluation, sweep and timing compute alike: the run's data, the columns naming the
+run in their tables, the scorer's output as contract arguments, and batched decoding. Reading and
+writing a run's folder is ``crfbench.run_folder``'s."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
-from . import data, environment
+from . import data
 from .batching import length_sorted_batches, select
 from .config import RunConfig
 from .data.types import Dataset, Sentence, TagSet
-from .io import check_fields, read_json, write_json
 from .models import Scorer
 from .objectives import LOSSES, ChainScores, Inference, chain_scores, is_partial
 
@@ -51,78 +52,18 @@ def load_dataset(config: RunConfig, data_dir: str | Path | None = None) -> Datas
     return dataset
 
 
-CONFIG_FILE = "config.json"
-CHECKPOINT_FILE, MODEL_FILE, SUMMARY_FILE = "checkpoint.pt", "model.pt", "train.json"
-EVALUATION_FILE, SENTENCES_FILE, SWEEP_FILE = "evaluation.csv", "sentences.csv", "sweep.csv"
-TIMING_FILE = "timing.csv"
-#: Everything the engine writes into a run directory; the settings record goes last when a run is
-#: discarded, so an interrupted discard is finished by the next call instead of mixing two runs.
-RUN_FILES = (
-    CHECKPOINT_FILE,
-    MODEL_FILE,
-    SUMMARY_FILE,
-    EVALUATION_FILE,
-    SENTENCES_FILE,
-    SWEEP_FILE,
-    TIMING_FILE,
-    CONFIG_FILE,
-)
-
-
-def record_run(
-    run_dir: Path,
-    config: RunConfig,
-    dataset: Dataset,
-    device: torch.device,
-    *,
-    restart_if_changed: bool = False,
-) -> None:
-    """Write ``run_dir/config.json`` (settings, dataset facts, environment), or check that an
-    existing one (a run being resumed, or timed after training) has the same settings.
-
-    A directory made with other settings is refused, or with ``restart_if_changed`` emptied of the
-    engine's files (``RUN_FILES``) so the run starts afresh: what a pipeline wants when a setting
-    of the config changed, or when a run failed on settings that have since been fixed.
-    """
-    path = Path(run_dir) / CONFIG_FILE
-    if path.exists():
-        previous = check_fields(path, read_json(path), ("config",))["config"]
-        if previous == config.to_dict():
-            return
-        if not restart_if_changed:
-            raise ValueError(
-                f"{path}: this run directory was made with different settings; use a new one "
-                "(or --restart-if-changed to discard that run)"
-            )
-        for name in RUN_FILES:
-            (Path(run_dir) / name).unlink(missing_ok=True)
-    header = {
-        "config": config.to_dict(),
-        "dataset": describe_dataset(dataset),
-        "environment": environment.describe(device),
-    }
-    write_json(path, header)
-
-
-def read_run_config(run_dir: Path) -> RunConfig:
-    """The settings recorded in ``run_dir/config.json``."""
-    path = Path(run_dir) / CONFIG_FILE
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: not a run directory (no {CONFIG_FILE})")
-    return RunConfig.from_dict(check_fields(path, read_json(path), ("config",))["config"])
-
-
-def describe_dataset(dataset: Dataset) -> dict[str, object]:
-    """The dataset facts recorded with every run (never any text)."""
+def run_description(config: RunConfig, protocol: str) -> dict[str, object]:
+    """The columns that say which run a result row comes from (evaluation and timing rows)."""
     return {
-        "name": dataset.name,
-        "task": dataset.task,
-        "protocol": dataset.protocol,
-        "tags": len(dataset.tagset),
-        "constrained": dataset.tagset.constrained,
-        "sentences": {"train": len(dataset.train), "dev": len(dataset.dev), "test": len(dataset.test)},
-        "options": dataset.options,
-        "sources": dataset.sources,
+        "dataset": config.dataset,
+        "dataset_options": json.dumps(config.dataset_options, sort_keys=True),
+        "protocol": protocol,
+        "encoder_name": config.encoder_name,
+        "encoder": config.scorer.encoder,
+        "layers": config.scorer.layers,
+        "loss": config.loss,
+        "seed": config.seed,
+        "backend": "torch",
     }
 
 

@@ -30,12 +30,11 @@ from tqdm.auto import tqdm
 from implementations.registry import SPARSEMAP_SOLVERS
 
 from .batching import length_sorted_batches, select
-from .experiment import SWEEP_FILE, score_batch
-from .io import write_csv
+from .experiment import score_batch
 from .metrics import score
 from .objectives import ChainScores, Inference
-from .schema import SWEEP_COLUMNS
-from .train import load_trained_run
+from .run_folder import load_trained_run, write_run_table
+from .schema import SWEEP_COLUMNS, SWEEP_FILE
 
 ITERATIONS = (1, 2, 3, 5, 10, 20, 50)
 TEMPERATURES = (1.0, 0.5, 0.1)  # BCRF's τ; the paper decodes at 0.1
@@ -122,5 +121,5 @@ def sweep(
         described |= {"penalty": penalty, "solver": solver}
         rows += [run | described | {"metric": name, "value": value} for name, value in metrics.items()]
     table = pd.DataFrame(rows, columns=list(SWEEP_COLUMNS))
-    write_csv(run_dir / SWEEP_FILE, table)
+    write_run_table(run_dir, SWEEP_FILE, table)
     return table

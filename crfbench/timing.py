@@ -35,22 +35,12 @@ from . import environment
 from .batching import select, shuffled_batches, targets
 from .config import RunConfig, check_device_available
 from .data.types import Sentence
-from .evaluate import run_description
-from .experiment import MODEL_FILE, TIMING_FILE, load_dataset, read_run_config, record_run, score_batch
-from .io import write_atomic
+from .experiment import load_dataset, run_description, score_batch
 from .models import Scorer, build_scorer
 from .objectives import DECODERS, LOSSES, describe, is_partial, training_loss
-from .train import load_model
-
-
-def best_seconds(call: Callable[[], object], repeats: int = 5) -> float:
-    """Fastest of ``repeats`` timed calls of ``call`` (a minimum: the least disturbed run)."""
-    times = []
-    for _ in range(repeats):
-        began = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - began)
-    return min(times)
+from .run_folder import load_model, read_run_config, record_run, write_run_table
+from .schema import MODEL_FILE, TIMING_FILE
+from .stopwatch import best_seconds  # noqa: F401  (benchmarks import it from here)
 
 
 def default_losses(partial: bool) -> tuple[str, ...]:
@@ -201,5 +191,5 @@ def time_run(
                     | {"tokens": sum(len(s.tokens) for b in batch_list for s in b)}
                 )
     table = pd.DataFrame(rows)
-    write_atomic(Path(run_dir) / TIMING_FILE, table.to_csv(index=False))
+    write_run_table(run_dir, TIMING_FILE, table)
     return table

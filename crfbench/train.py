@@ -4,13 +4,8 @@ Adam with a linear schedule (warm-up over ``config.warmup`` of the updates, then
 zero at the epoch cap), the loss averaged over the sentences of a batch, dev-set model selection
 on the task's primary metric with the selection decoder, and early stopping: training ends once
 ``config.patience`` epochs in a row have not raised the dev score by more than ``config.min_delta``
-over the last such step up (a curve creeping up by less is flat enough). A run directory holds:
-
-- ``config.json``: resolved settings, dataset facts (protocol, sources), environment;
-- ``checkpoint.pt``: everything needed to resume after the last finished epoch;
-- ``model.pt``: the best model so far (by dev score);
-- ``train.json``: the per-epoch dev curve, the selected epoch and why training stopped (patience,
-  or the epoch cap, and then whether the curve was still rising), written when training ends.
+over the last such step up (a curve creeping up by less is flat enough). What the run's folder
+holds, and how it is read and written: ``crfbench.run_folder``.
 """
 
 from __future__ import annotations
@@ -18,32 +13,20 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
 from . import environment
 from .batching import select, shuffled_batches, targets
 from .config import RunConfig, check_device_available
-from .data.types import Dataset
-from .experiment import (
-    CHECKPOINT_FILE,
-    MODEL_FILE,
-    SUMMARY_FILE,
-    load_dataset,
-    mean_support,
-    predict,
-    read_run_config,
-    record_run,
-    score_batch,
-)
-from .io import CorruptFileError, check_fields, load_torch, read_json, save_torch, write_json
+from .experiment import load_dataset, mean_support, predict, score_batch
 from .metrics import PRIMARY_METRIC, score
-from .models import Scorer, ScorerConfig, build_scorer
+from .models import build_scorer
 from .objectives import DECODERS, NATURAL_DECODER, is_partial, training_loss
-from .schema import CURVE_COLUMNS
+from .run_folder import load_checkpoint, record_run, save_checkpoint, save_model, write_summary
+from .schema import MODEL_FILE
 
 
 def linear_schedule(optimizer: torch.optim.Optimizer, total_steps: int, warmup: float):
@@ -56,90 +39,6 @@ def linear_schedule(optimizer: torch.optim.Optimizer, total_steps: int, warmup: 
         return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-
-
-def save_model(path: Path, scorer: Scorer, tags: tuple[str, ...], epoch: int, dev_score: float) -> None:
-    payload = {
-        "scorer_config": scorer.config.to_dict(),
-        "vocab": scorer.vocab_state(),
-        "tags": list(tags),
-        "state_dict": scorer.state_dict(),
-        "epoch": epoch,
-        "dev_score": dev_score,
-    }
-    save_torch(path, payload)
-
-
-#: What :func:`save_model` puts into ``model.pt``, and :func:`train` into ``checkpoint.pt``.
-MODEL_FIELDS = ("scorer_config", "vocab", "tags", "state_dict", "epoch")
-CHECKPOINT_FIELDS = ("scorer", "optimizer", "scheduler", "shuffler", "torch_rng", "state")
-
-
-def load_model(path: Path, device: torch.device) -> tuple[Scorer, dict[str, Any]]:
-    """The scorer saved by :func:`save_model` (on ``device``) and the payload's other fields;
-    CorruptFileError naming the file when it is truncated, damaged or not such a model."""
-    saved = check_fields(path, load_torch(path, map_location=device), MODEL_FIELDS)
-    try:
-        config = ScorerConfig.from_dict(saved["scorer_config"])
-        scorer = Scorer.from_state(config, saved["vocab"], len(saved["tags"]))
-    except ValueError as error:
-        raise CorruptFileError(f"{path}: not a model of this code's scorer ({error})") from None
-    try:
-        scorer.load_state_dict(saved["state_dict"])
-    except RuntimeError as error:  # missing, unexpected or mis-shaped weights
-        reason = str(error).strip().splitlines()[0]
-        raise CorruptFileError(f"{path}: the weights do not fit the recorded scorer ({reason})") from None
-    return scorer.to(device), saved
-
-
-class TrainedRun(NamedTuple):
-    """A finished run's selected model with what decoding it needs."""
-
-    config: RunConfig
-    dataset: Dataset  # cut to the run's sizes
-    scorer: Scorer  # on ``device``
-    saved: dict[str, Any]  # model.pt's other fields (epoch, dev score, tags)
-    device: torch.device
-
-
-def load_trained_run(run_dir: Path, data_dir: str | Path | None = None) -> TrainedRun:
-    """The selected model of ``run_dir`` with its settings and data, on the run's device and thread
-    count (what ``evaluate`` and ``sweep`` decode); FileNotFoundError when nothing was trained
-    there, ValueError when the model's tag set is not the dataset's."""
-    run_dir = Path(run_dir)
-    if not (run_dir / MODEL_FILE).exists():
-        raise FileNotFoundError(f"{run_dir / MODEL_FILE}: no trained model; run `crfbench train` first")
-    config = read_run_config(run_dir)
-    device = check_device_available(config.device)
-    environment.set_threads(config.threads)
-    dataset = load_dataset(config, data_dir)
-    scorer, saved = load_model(run_dir / MODEL_FILE, device)
-    if tuple(saved["tags"]) != dataset.tagset.tags:
-        raise ValueError(f"{run_dir / MODEL_FILE}: the model's tag set differs from {config.dataset}'s")
-    return TrainedRun(config, dataset, scorer, saved, device)
-
-
-def dev_curve(run_dir: Path) -> pd.DataFrame:
-    """The per-epoch dev curve of the finished run in ``run_dir`` (its ``train.json``), a row per
-    epoch keyed by the run (dataset, encoder, loss, seed) with how and why training stopped."""
-    run_dir = Path(run_dir)
-    config = read_run_config(run_dir)
-    path = run_dir / SUMMARY_FILE
-    fields = ("history", "selection_metric", "selection_decoder", "best_epoch", "epoch_cap")
-    summary = check_fields(path, read_json(path), fields + ("stopped_by", "still_improving"))
-    metric = summary["selection_metric"]
-    run = {"dataset": config.dataset, "encoder_name": config.encoder_name, "loss": config.loss}
-    rows = [
-        run
-        | {"seed": config.seed, "epoch": entry["epoch"], "train_loss": entry["train_loss"]}
-        | {"dev_metric": metric, "dev_value": entry[f"dev_{metric}"]}
-        | {"selection_decoder": summary["selection_decoder"], "learning_rate": entry["learning_rate"]}
-        | {"seconds": entry["seconds"], "best_epoch": summary["best_epoch"]}
-        | {"dev_support": entry.get("dev_support")}
-        | {name: summary[name] for name in ("epoch_cap", "stopped_by", "still_improving")}
-        for entry in summary["history"]
-    ]
-    return pd.DataFrame(rows, columns=list(CURVE_COLUMNS))
 
 
 def still_improving(state: dict[str, Any], patience: int | None) -> bool:
@@ -193,9 +92,8 @@ def train(
         "stopped_early": False,
     }
 
-    checkpoint = run_dir / CHECKPOINT_FILE
-    if checkpoint.exists():
-        saved = check_fields(checkpoint, load_torch(checkpoint, map_location=device), CHECKPOINT_FIELDS)
+    saved = load_checkpoint(run_dir, device)
+    if saved is not None:
         scorer.load_state_dict(saved["scorer"])
         optimizer.load_state_dict(saved["optimizer"])
         scheduler.load_state_dict(saved["scheduler"])
@@ -256,7 +154,7 @@ def train(
             "torch_rng": torch.get_rng_state(),
             "state": state,
         }
-        save_torch(checkpoint, saved)
+        save_checkpoint(run_dir, saved)
         if progress:
             tqdm.write(
                 f"epoch {epoch}: train loss {state['history'][-1]['train_loss']:.4f}, dev {metric} "
@@ -276,5 +174,5 @@ def train(
         "history": state["history"],
     }
     if summary["finished"]:
-        write_json(run_dir / SUMMARY_FILE, summary)
+        write_summary(run_dir, summary)
     return summary

@@ -34,6 +34,7 @@ import implementations
 from implementations.energies import PoissonCounts
 
 from ..environment import set_threads
+from ..schema import CGM_COLUMNS
 from . import GRIDS
 
 
@@ -205,19 +206,8 @@ def interior_point(cgm: CGM) -> Solution:
     )
 
 
-COLUMNS = (
-    "dataset",
-    "cells",
-    "edge_entries",
-    "trial",
-    "model",
-    "seconds",
-    "iterations",
-    "converged",
-    "objective",
-    "objective_gap",
-    "marginal_difference",
-)
+#: The table's columns (``crfbench.schema``, which the report reads too).
+COLUMNS = CGM_COLUMNS
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ import implementations
 
 from ..data.types import Dataset, Sentence
 from ..metrics import entity_scores
-from ..timing import best_seconds
+from ..stopwatch import best_seconds
 from .features import FeatureCorpus, Vocabulary, crfsuite_items, featurize
 from .problem import Layout
 from .solvers import SOLVERS, Budget, run_solver

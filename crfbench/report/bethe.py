@@ -9,25 +9,32 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..bethe import citation, ocr
-from ..bethe.cgm import COLUMNS as CGM_COLUMNS
 from ..io import read_csv
-from ..schema import SENTENCE_COLUMNS
+from ..schema import (
+    BETHE_SENTENCE_TABLES,
+    CGM_COLUMNS,
+    CGM_TABLE,
+    CITATION_BASELINE,
+    CITATION_CAP_COLUMNS,
+    CITATION_CAPS_TABLE,
+    CITATION_DATASET,
+    CITATION_ITERATION_COLUMNS,
+    CITATION_ITERATIONS_TABLE,
+    CITATION_SCORE_COLUMNS,
+    CITATION_SCORES_TABLE,
+    OCR_COLUMNS,
+    OCR_DATASET,
+    OCR_MODELS,
+    OCR_TABLE,
+    SENTENCE_COLUMNS,
+)
 from .figures import Drawn, save_png, subplots
 from .inputs import read_table
 
 #: The paper's numbers, beside the BCRF paper's CSV.
 PAPER_FILE = "bethe_tables.csv"
-#: The experiments' tables in the results folder.
-CGM_TABLE = Path("bethe") / "cgm.csv"
-OCR_TABLE = Path("bethe") / "ocr.csv"
-CITATION_TABLE = Path("bethe") / "citation.csv"
-CITATION_CAPS = Path("bethe") / "citation-caps.csv"
-CITATION_ITERATIONS = Path("bethe") / "citation-iterations.csv"
-#: Per-sentence counts of the experiments (``crfbench.schema.SENTENCE_COLUMNS``), for the ledger.
-SENTENCE_TABLES = (Path("bethe") / "ocr-words.csv.gz", Path("bethe") / "citation-sentences.csv.gz")
 #: The task whose metric the ledger reads on each of the experiments' datasets.
-TASKS = {ocr.DATASET: "pos", citation.DATASET: "ner"}
+TASKS = {OCR_DATASET: "pos", CITATION_DATASET: "ner"}
 #: The iteration cap of App. B's histogram.
 HISTOGRAM_CAP = 40
 #: How the pages introduce the section.
@@ -46,7 +53,7 @@ def read_cgm(results_dir: Path) -> pd.DataFrame | None:
 
 def read_sentences(results_dir: Path) -> pd.DataFrame:
     """The experiments' per-sentence counts that exist, in one table (empty if none)."""
-    tables = [read_table(results_dir, relative, SENTENCE_COLUMNS) for relative in SENTENCE_TABLES]
+    tables = [read_table(results_dir, relative, SENTENCE_COLUMNS) for relative in BETHE_SENTENCE_TABLES]
     present = [table for table in tables if table is not None]
     return pd.concat(present, ignore_index=True) if present else pd.DataFrame(columns=list(SENTENCE_COLUMNS))
 
@@ -130,7 +137,7 @@ def ocr_table(table: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
     paper's, and how the runs went (folds whose dev curve flattened, solver iterations, ψ)."""
     values = paper[paper["table"] == "4"].set_index("model")["value"]
     rows = []
-    for model in [name for name in ocr.MODELS if name in set(table["model"])]:
+    for model in [name for name in OCR_MODELS if name in set(table["model"])]:
         runs = table[table["model"] == model]
         mean = runs["char_accuracy"].mean()
         sd = runs["char_accuracy"].std(ddof=1) if len(runs) > 1 else np.nan
@@ -205,7 +212,7 @@ def iteration_cap_figure(scores: pd.DataFrame, caps: pd.DataFrame, path: Path) -
     by_cap = caps.groupby("cap")["segment_f1"]
     axis.errorbar(by_cap.mean().index, by_cap.mean(), yerr=by_cap.std(ddof=1).fillna(0), marker="o",
                   label="non-local energies", capsize=3)  # fmt: skip
-    baseline = scores.loc[scores["model"] == citation.BASELINE, "segment_f1"].mean()
+    baseline = scores.loc[scores["model"] == CITATION_BASELINE, "segment_f1"].mean()
     axis.axhline(baseline, color="C1", linestyle="--", label="chain CRF (Viterbi)")
     axis.set_xscale("log", base=2)
     axis.set_xlabel("cap on Bethe-RDA iterations")
@@ -238,9 +245,9 @@ def convergence_figure(iterations: pd.DataFrame, path: Path) -> Drawn:
 
 def bethe_figures(results_dir: Path, out_dir: Path) -> list[Drawn]:
     """The Bethe paper's figures that have results."""
-    scores = read_table(results_dir, CITATION_TABLE, citation.SCORE_COLUMNS)
-    caps = read_table(results_dir, CITATION_CAPS, citation.CAP_COLUMNS)
-    iterations = read_table(results_dir, CITATION_ITERATIONS, citation.ITERATION_COLUMNS)
+    scores = read_table(results_dir, CITATION_SCORES_TABLE, CITATION_SCORE_COLUMNS)
+    caps = read_table(results_dir, CITATION_CAPS_TABLE, CITATION_CAP_COLUMNS)
+    iterations = read_table(results_dir, CITATION_ITERATIONS_TABLE, CITATION_ITERATION_COLUMNS)
     drawn = []
     if scores is not None and caps is not None:
         drawn.append(iteration_cap_figure(scores, caps, out_dir / "bethe-fig1-iteration-cap.png"))
@@ -256,19 +263,19 @@ def bethe_sections(results_dir: Path, paper_csv: Path) -> list[tuple[str, str, p
         (
             "bethe-table1-citation",
             "Table 1: citation field extraction, test segment F1 (%), mean ± sd over seeds",
-            (CITATION_TABLE, citation.SCORE_COLUMNS),
+            (CITATION_SCORES_TABLE, CITATION_SCORE_COLUMNS),
             citation_table,
         ),
         (
             "bethe-appb-iterations",
             "App. B: Bethe-RDA iterations to convergence on the test citations",
-            (CITATION_ITERATIONS, citation.ITERATION_COLUMNS),
+            (CITATION_ITERATIONS_TABLE, CITATION_ITERATION_COLUMNS),
             convergence_table,
         ),
         (
             "bethe-table4-ocr",
             "Table 4: OCR character accuracy (%), train on 9 folds and test on 1, mean ± sd over test folds",
-            (OCR_TABLE, ocr.COLUMNS),
+            (OCR_TABLE, OCR_COLUMNS),
             ocr_table,
         ),
         (

@@ -1,5 +1,5 @@
 """Read the tidy result tables (``metrics.csv``, ``timing.csv``, the agreement step's table) with the
-columns the report needs."""
+columns the report needs; their names and columns are ``crfbench.schema``'s."""
 
 from __future__ import annotations
 
@@ -8,55 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..io import numeric_column, read_csv
-
-#: The tables the report reads, by path relative to the results folder; not the run directories'
-#: files (``crfbench.experiment``'s ``*_FILE``), which ``crfbench aggregate`` gathers into most of them.
-METRICS_TABLE = "metrics.csv"
-TIMING_TABLE = "timing.csv"
-#: The agreement step's table (``crfbench agree``): one row per comparison, ``ok`` within tolerance.
-AGREEMENT_TABLE = "agreement/agreement.csv"
-SENTENCES_TABLE = "sentences.csv.gz"
-CURVES_TABLE = "curves.csv"
-SWEEP_TABLE = "sweep.csv"
-
-#: Columns the report reads; other columns are kept and ignored.
-METRICS_COLUMNS = (
-    "dataset",
-    "dataset_options",
-    "protocol",
-    "encoder_name",
-    "loss",
-    "seed",
-    "backend",
-    "device",
-    "device_name",
-    "revision",
-    "split",
-    "decoder",
-    "metric",
-    "value",
-)
-TIMING_COLUMNS = (
-    "dataset",
-    "dataset_options",
-    "protocol",
-    "encoder_name",
-    "loss",
-    "seed",
-    "backend",
-    "device",
-    "device_name",
-    "threads",
-    "batch_size",
-    "revision",
-    "network",  # "untrained", or the trained run whose model was timed (crfbench.timing)
-    "kind",
-    "name",
-    "iterations",
-    "round",
-    "seconds",
-)
-NUMERIC_COLUMNS = ("value", "iterations", "round", "seconds")
+from ..schema import NUMERIC_COLUMNS
 
 
 def read_results(

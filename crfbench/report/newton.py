@@ -10,33 +10,21 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..schema import (
+    NEWTON_COST_COLUMNS,
+    NEWTON_COST_TABLE,
+    NEWTON_SOLVER_COLUMNS,
+    NEWTON_SOLVERS_TABLE,
+    NEWTON_TRACE_COLUMNS,
+    NEWTON_TRACE_TABLE,
+)
 from .figures import Drawn, save_png, subplots
 from .inputs import read_table
 
-TRACE_TABLE = Path("newton") / "trace.csv"
-SOLVERS_TABLE = Path("newton") / "solvers.csv"
-COST_TABLE = Path("newton") / "cost.csv"
-TRACE_COLUMNS = (
-    "solver",
-    "iteration",
-    "seconds",
-    "objective",
-    "gradient_norm",
-    "function",
-    "gradient",
-    "hvp",
-)
-SOLVER_COLUMNS = (
-    "solver",
-    "objective",
-    "gradient_norm",
-    "iterations",
-    "seconds",
-    "test_f1",
-    "train_sentences",
-    "parameters",
-)
-COST_COLUMNS = ("backend", "N", "T", "F", "gradient", "hvp_dp", "hvp_dp_with_sweep", "hvp_autodiff")
+#: The study's tables and their columns (``crfbench.schema``'s).
+TRACE_TABLE, TRACE_COLUMNS = NEWTON_TRACE_TABLE, NEWTON_TRACE_COLUMNS
+SOLVERS_TABLE, SOLVER_COLUMNS = NEWTON_SOLVERS_TABLE, NEWTON_SOLVER_COLUMNS
+COST_TABLE, COST_COLUMNS = NEWTON_COST_TABLE, NEWTON_COST_COLUMNS
 #: Relative suboptimality levels (f − f*) / f* that the table and the ledger read. CRFsuite logs its
 #: objective to 8 significant digits, so 1e-7 is the finest level its trace resolves.
 LEVELS = (1e-3, 1e-5, 1e-7)

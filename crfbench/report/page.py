@@ -10,10 +10,10 @@ from pathlib import Path
 import pandas as pd
 
 from ..agreement import ORACLE_NAMES
+from ..schema import AGREEMENT_TABLE
 from .bethe import BETHE_INTRO
+from .claims import VERDICT_RULE
 from .figures import Drawn
-from .inputs import AGREEMENT_TABLE
-from .ledger import VERDICT_RULE
 from .newton import NEWTON_INTRO
 from .render import GENERATED, html_fragment
 from .tables import Table

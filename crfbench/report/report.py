@@ -10,36 +10,35 @@ import pandas as pd
 
 from ..io import read_csv, write_atomic
 from ..schema import (
+    AGREEMENT_TABLE,
     CURVE_COLUMNS,
     CURVE_NUMBERS,
+    CURVES_TABLE,
+    METRICS_COLUMNS,
+    METRICS_TABLE,
+    SCALING_TABLE,
     SENTENCE_COLUMNS,
     SENTENCE_NUMBERS,
+    SENTENCES_TABLE,
     SWEEP_COLUMNS,
     SWEEP_NUMBERS,
+    SWEEP_TABLE,
+    TIMING_COLUMNS,
+    TIMING_TABLE,
 )
 from . import provenance
 from .bethe import TASKS as BETHE_TASKS
 from .bethe import bethe_figures, bethe_sections, read_cgm, read_sentences
+from .claims import CLAIMS_COLUMNS, CLAIMS_FILE
 from .figures import iteration_figures, speedup_figure
-from .inputs import (
-    AGREEMENT_TABLE,
-    CURVES_TABLE,
-    METRICS_COLUMNS,
-    METRICS_TABLE,
-    SENTENCES_TABLE,
-    SWEEP_TABLE,
-    TIMING_COLUMNS,
-    TIMING_TABLE,
-    agreement_summary,
-    read_results,
-)
+from .inputs import agreement_summary, read_results
 from .layout import TABLES, TASKS
-from .ledger import CLAIMS_COLUMNS, CLAIMS_FILE, claim_ledger, ledger_csv
+from .ledger import claim_ledger, ledger_csv
 from .newton import newton_figures, newton_sections, read_newton
 from .page import LEDGER_FILES, NO_AGREEMENT, Report, index_html, readme, table_file
 from .paper import load_paper
 from .render import csv_text, latex, markdown
-from .scaling import SCALING_FILE, read_scaling, scaling_figures, summary_tables
+from .scaling import read_scaling, scaling_figures, summary_tables
 from .stats import decode_speedups, score_stats, train_speedups, violation_stats
 from .tables import build_table, missing
 from .training import (
@@ -112,9 +111,9 @@ def render_report(
     agreement = agreement_summary(results_dir / AGREEMENT_TABLE)
     if agreement is None:
         absent.append(NO_AGREEMENT)
-    scaling = read_scaling(results_dir / SCALING_FILE)  # every input is read before anything is written
-    if not (results_dir / SCALING_FILE).exists():
-        absent.append(f"{SCALING_FILE} is absent from the results folder: no asv scaling figures.")
+    scaling = read_scaling(results_dir / SCALING_TABLE)  # every input is read before anything is written
+    if not (results_dir / SCALING_TABLE).exists():
+        absent.append(f"{SCALING_TABLE} is absent from the results folder: no asv scaling figures.")
     bethe = bethe_sections(results_dir, paper_csv)
     if not bethe:
         absent.append("results/bethe/ holds no experiment of the Bethe paper: no Bethe tables.")

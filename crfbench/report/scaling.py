@@ -20,11 +20,10 @@ from matplotlib.ticker import NullFormatter  # noqa: E402
 
 from implementations import registry  # noqa: E402
 
-from ..asv_results import COLUMNS  # noqa: E402
 from ..io import read_csv  # noqa: E402
+from ..schema import SCALING_COLUMNS as COLUMNS  # noqa: E402
 from .figures import TIMES, Drawn, save_png, subplots  # noqa: E402
 
-SCALING_FILE = "scaling.csv"
 TIMED = {"time_marginals": "marginals", "time_decode": "decode", "time_loss_and_grad": "loss and gradient"}
 HEATMAPS = ("time_marginals", "time_loss_and_grad")
 BASELINE = "crf"

@@ -18,10 +18,11 @@ import torch
 from crfbench import cli
 from crfbench.config import RunConfig, load_config
 from crfbench.data import registry
-from crfbench.evaluate import EVALUATION_FILE, evaluate
+from crfbench.evaluate import evaluate
 from crfbench.io import CorruptFileError, write_json
 from crfbench.models import ScorerConfig
-from crfbench.train import CHECKPOINT_FILE, MODEL_FILE, train
+from crfbench.schema import CHECKPOINT_FILE, EVALUATION_FILE, MODEL_FILE
+from crfbench.train import train
 
 from .data.corpora import CONLL03, EWT, DataDirFixture, conllu, sentence, ud_sentences
 from .report.fixtures import write_paper

@@ -14,11 +14,19 @@ import torch
 from crfbench import cli, data
 from crfbench.config import RunConfig, load_config
 from crfbench.evaluate import evaluate
-from crfbench.experiment import EVALUATION_FILE, SENTENCES_FILE, load_dataset
+from crfbench.experiment import load_dataset
 from crfbench.objectives import DECODERS, LOSSES, NATURAL_DECODER
-from crfbench.schema import CURVE_COLUMNS, SENTENCE_COLUMNS
+from crfbench.run_folder import dev_curve
+from crfbench.schema import (
+    CHECKPOINT_FILE,
+    CURVE_COLUMNS,
+    EVALUATION_FILE,
+    MODEL_FILE,
+    SENTENCE_COLUMNS,
+    SENTENCES_FILE,
+)
 from crfbench.timing import time_run
-from crfbench.train import CHECKPOINT_FILE, MODEL_FILE, dev_curve, train
+from crfbench.train import train
 
 SMALL_SCORER = {"dim": 32, "heads": 4, "feedforward": 64, "mlp_hidden": 32, "dropout": 0.1}
 SYNTHETIC = {"labels": 3, "scheme": "bies", "train": 240, "dev": 60, "test": 60, "max_length": 10, "seed": 1}

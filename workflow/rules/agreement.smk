@@ -3,7 +3,7 @@
 
 rule agreement:
     output:
-        csv=f"{RESULTS}/agreement/agreement.csv",
+        csv=results_file(schema.AGREEMENT_TABLE),
         report=f"{REPORTS}/agreement.md",
     params:
         cli=CRFBENCH,

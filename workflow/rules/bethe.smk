@@ -3,7 +3,7 @@
 # that nothing runs beside it, and comes last.
 rule bethe_cgm:
     output:
-        f"{RESULTS}/bethe/cgm.csv",
+        results_file(schema.CGM_TABLE),
     params:
         cli=CRFBENCH,
         sizes=" ".join(BETHE.get("cgm", {}).get("sizes", [])),
@@ -20,8 +20,8 @@ rule bethe_cgm:
 
 rule bethe_ocr_fold:
     output:
-        words=f"{OCR_FOLD}/words.csv",
-        table=f"{OCR_FOLD}/table.csv",
+        words=f"{OCR_FOLD}/{schema.OCR_FOLD_WORDS}",
+        table=f"{OCR_FOLD}/{schema.OCR_FOLD_TABLE}",
     params:
         cli=CRFBENCH,
         data_dir=data_dir(),
@@ -37,11 +37,11 @@ rule bethe_ocr_fold:
 
 rule bethe_ocr:
     input:
-        tables=ocr_folds("table.csv"),
-        words=ocr_folds("words.csv"),
+        tables=ocr_folds(schema.OCR_FOLD_TABLE),
+        words=ocr_folds(schema.OCR_FOLD_WORDS),
     output:
-        table=f"{RESULTS}/bethe/ocr.csv",
-        words=f"{RESULTS}/bethe/ocr-words.csv.gz",
+        table=results_file(schema.OCR_TABLE),
+        words=results_file(schema.OCR_WORDS_TABLE),
     params:
         cli=CRFBENCH,
     log:
@@ -53,7 +53,7 @@ rule bethe_ocr:
 
 rule bethe_citation_run:
     output:
-        [f"{CITATION_RUN}/{name}.csv" for name in CITATION_TABLES],
+        [f"{CITATION_RUN}/{citation_run_file(name)}" for name in CITATION_TABLES],
     params:
         cli=CRFBENCH,
         data_dir=data_dir(),
@@ -70,11 +70,11 @@ rule bethe_citation_run:
 rule bethe_citation:
     input:
         **{
-            name: [f"{CITATION_RUN.format(seed=seed)}/{name}.csv" for seed in config["seeds"]]
+            name: [f"{CITATION_RUN.format(seed=seed)}/{citation_run_file(name)}" for seed in config["seeds"]]
             for name in CITATION_TABLES
         },
     output:
-        **{name: f"{RESULTS}/bethe/{table}" for name, table in CITATION_TABLES.items()},
+        **{name: results_file(table) for name, table in CITATION_TABLES.items()},
     params:
         cli=CRFBENCH,
     log:

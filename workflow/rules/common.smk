@@ -9,6 +9,7 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
+from crfbench import schema  # every results file's name, relative to the results folder
 from crfbench.config import RunConfig
 from crfbench.io import write_json  # atomic, as every output of the engine
 from crfbench.objectives import DECODERS, LOSSES
@@ -155,11 +156,21 @@ def device_timing_files():
     """Timing tables measured on a lent GPU and committed (results/gpu/<machine>/timing/<dataset>/
     <encoder>/timing.csv, written by benchmarks/gpu_session.sh): joined to this run's timing table
     so that Tables 2-3 and the claim ledger show them beside the CPU rows."""
-    return sorted(str(path) for path in Path(RESULTS).glob("gpu/*/timing/*/*/timing.csv"))
+    return sorted(str(path) for path in Path(RESULTS).glob(schema.DEVICE_TIMING_FILES))
 
 
-RUN_DIR = f"{RESULTS}/runs/{{dataset}}/{{encoder}}/{{loss}}/{{seed}}"
-TIMING_DIR = f"{RESULTS}/timing/{{dataset}}/{{encoder}}"
+RUN_DIR = f"{RESULTS}/{schema.RUN_DIR}"
+TIMING_DIR = f"{RESULTS}/{schema.TIMING_DIR}"
+
+
+def results_file(name):
+    """The path of the results file ``name`` (a ``crfbench.schema`` path) under the results folder."""
+    return f"{RESULTS}/{name}"
+
+
+def run_files(name):
+    """The file ``name`` (a ``crfbench.schema`` run-folder file) of every run, in ``runs()`` order."""
+    return [os.path.join(RUN_DIR.format(dataset=d, encoder=e, loss=l, seed=s), name) for _, d, e, l, s in runs()]
 
 
 LIVE_RUN_LOCK = ".snakemake/crfbench-live.lock"
@@ -198,15 +209,15 @@ def clear_stale_locks():
 BETHE = config.get("bethe", {})
 
 
-OCR_FOLD = f"{RESULTS}/bethe/ocr/fold{{fold}}"
-CITATION_RUN = f"{RESULTS}/bethe/citation/seed{{seed}}"
+OCR_FOLD = f"{RESULTS}/{schema.OCR_FOLD}"
+CITATION_RUN = f"{RESULTS}/{schema.CITATION_RUN}"
 #: A citation run's tables, and the results table each is gathered into.
-CITATION_TABLES = {
-    "scores": "citation.csv",
-    "iteration_cap": "citation-caps.csv",
-    "iterations": "citation-iterations.csv",
-    "sentences": "citation-sentences.csv.gz",
-}
+CITATION_TABLES = schema.CITATION_TABLES
+
+
+def citation_run_file(name):
+    """A citation run's table ``name`` (a key of ``CITATION_TABLES``), in the run's folder."""
+    return schema.CITATION_RUN_FILE.format(name=name)
 
 
 def bethe_tables():
@@ -243,5 +254,5 @@ def newton_tables():
 
 
 def ocr_folds(name):
-    """Every OCR fold's ``name`` file (table.csv or words.csv)."""
+    """Every OCR fold's ``name`` file (``schema.OCR_FOLD_TABLE`` or ``OCR_FOLD_WORDS``)."""
     return [f"{OCR_FOLD.format(fold=fold)}/{name}" for fold in BETHE.get("ocr", {}).get("folds", [])]

@@ -4,7 +4,7 @@
 
 rule prepare_data:
     output:
-        f"{RESULTS}/data/{{dataset}}.json",
+        results_file(schema.DATA_FACTS),
     params:
         cli=CRFBENCH,
         data_dir=data_dir(),

@@ -4,10 +4,10 @@
 
 rule evaluate:
     input:
-        f"{RUN_DIR}/train.json",
+        f"{RUN_DIR}/{schema.SUMMARY_FILE}",
     output:
-        metrics=f"{RUN_DIR}/evaluation.csv",
-        sentences=f"{RUN_DIR}/sentences.csv",
+        metrics=f"{RUN_DIR}/{schema.EVALUATION_FILE}",
+        sentences=f"{RUN_DIR}/{schema.SENTENCES_FILE}",
     params:
         cli=CRFBENCH,
         run_dir=lambda w, output: os.path.dirname(output.metrics),

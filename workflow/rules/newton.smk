@@ -3,8 +3,8 @@
 # and come last.
 rule newton_train:
     output:
-        trace=f"{RESULTS}/newton/trace.csv",
-        solvers=f"{RESULTS}/newton/solvers.csv",
+        trace=results_file(schema.NEWTON_TRACE_TABLE),
+        solvers=results_file(schema.NEWTON_SOLVERS_TABLE),
     params:
         cli=CRFBENCH,
         data_dir=data_dir(),
@@ -21,7 +21,7 @@ rule newton_train:
 
 rule newton_cost:
     output:
-        f"{RESULTS}/newton/cost.csv",
+        results_file(schema.NEWTON_COST_TABLE),
     params:
         cli=CRFBENCH,
         options=" ".join(f"--{name} {value}" for name, value in canonical(NEWTON.get("cost", {})).items()),

@@ -2,9 +2,9 @@
 
 rule aggregate_metrics:
     input:
-        [os.path.join(RUN_DIR.format(dataset=d, encoder=e, loss=l, seed=s), "evaluation.csv") for _, d, e, l, s in runs()],
+        run_files(schema.EVALUATION_FILE),
     output:
-        f"{RESULTS}/metrics.csv",
+        results_file(schema.METRICS_TABLE),
     params:
         cli=CRFBENCH,
     log:
@@ -15,9 +15,9 @@ rule aggregate_metrics:
 
 rule aggregate_sentences:
     input:
-        [os.path.join(RUN_DIR.format(dataset=d, encoder=e, loss=l, seed=s), "sentences.csv") for _, d, e, l, s in runs()],
+        run_files(schema.SENTENCES_FILE),
     output:
-        f"{RESULTS}/sentences.csv.gz",
+        results_file(schema.SENTENCES_TABLE),
     params:
         cli=CRFBENCH,
     log:
@@ -28,9 +28,9 @@ rule aggregate_sentences:
 
 rule aggregate_curves:
     input:
-        [os.path.join(RUN_DIR.format(dataset=d, encoder=e, loss=l, seed=s), "train.json") for _, d, e, l, s in runs()],
+        run_files(schema.SUMMARY_FILE),
     output:
-        f"{RESULTS}/curves.csv",
+        results_file(schema.CURVES_TABLE),
     params:
         cli=CRFBENCH,
     log:
@@ -41,10 +41,10 @@ rule aggregate_curves:
 
 rule aggregate_timing:
     input:
-        [os.path.join(TIMING_DIR.format(dataset=d, encoder=e), "timing.csv") for _, d, e in timed()]
+        [os.path.join(TIMING_DIR.format(dataset=d, encoder=e), schema.TIMING_FILE) for _, d, e in timed()]
         + device_timing_files(),
     output:
-        f"{RESULTS}/timing.csv",
+        results_file(schema.TIMING_TABLE),
     params:
         cli=CRFBENCH,
     log:
@@ -58,19 +58,19 @@ rule report:
     # alone whenever its file exists, and the committed reference run showed a first profile's notes
     # for many runs after (2 seeds where the profile trains 3).
     input:
-        metrics=f"{RESULTS}/metrics.csv",
-        sentences=f"{RESULTS}/sentences.csv.gz",
-        curves=f"{RESULTS}/curves.csv",
+        metrics=results_file(schema.METRICS_TABLE),
+        sentences=results_file(schema.SENTENCES_TABLE),
+        curves=results_file(schema.CURVES_TABLE),
         sweep=lambda w: [rules.aggregate_sweep.output[0]] if swept() else [],
-        timing=f"{RESULTS}/timing.csv",
-        agreement=f"{RESULTS}/agreement/agreement.csv",
+        timing=results_file(schema.TIMING_TABLE),
+        agreement=results_file(schema.AGREEMENT_TABLE),
         scaling=lambda w: [rules.scaling_table.output[0]] if asv_result_files() else [],
         bethe=bethe_tables(),
         newton=newton_tables(),
     output:
         f"{REPORTS}/index.html",
         f"{REPORTS}/README.md",
-        notes=f"{RESULTS}/report-notes.json",
+        notes=results_file(schema.REPORT_NOTES),
     params:
         cli=CRFBENCH,
         paper=lambda w: os.path.join(data_dir(), "paper", "bcrf_tables.csv"),

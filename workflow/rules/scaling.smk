@@ -6,7 +6,7 @@ rule scaling_table:
         asv_result_files(),
         catalogue=f"{ASV_RESULTS}/benchmarks.json",
     output:
-        f"{RESULTS}/scaling.csv",
+        results_file(schema.SCALING_TABLE),
     params:
         cli=CRFBENCH,
         asv=lambda w, input: os.path.dirname(input.catalogue),

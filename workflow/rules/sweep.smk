@@ -4,9 +4,9 @@
 
 rule sweep:
     input:
-        f"{RUN_DIR}/train.json",
+        f"{RUN_DIR}/{schema.SUMMARY_FILE}",
     output:
-        f"{RUN_DIR}/sweep.csv",
+        f"{RUN_DIR}/{schema.SWEEP_FILE}",
     params:
         cli=CRFBENCH,
         run_dir=lambda w, output: os.path.dirname(output[0]),
@@ -25,11 +25,13 @@ rule sweep:
 rule aggregate_sweep:
     input:
         [
-            os.path.join(RUN_DIR.format(dataset=d, encoder=e, loss="crf", seed=config["seeds"][0]), "sweep.csv")
+            os.path.join(
+                RUN_DIR.format(dataset=d, encoder=e, loss="crf", seed=config["seeds"][0]), schema.SWEEP_FILE
+            )
             for d, e in swept()
         ],
     output:
-        f"{RESULTS}/sweep.csv",
+        results_file(schema.SWEEP_TABLE),
     params:
         cli=CRFBENCH,
     log:

@@ -6,7 +6,7 @@
 
 rule timing_settings:
     output:
-        f"{TIMING_DIR}/settings.json",
+        f"{TIMING_DIR}/{schema.SETTINGS_FILE}",
     params:
         settings=lambda w: timing_settings(w.dataset, w.encoder),
     log:
@@ -17,11 +17,11 @@ rule timing_settings:
 
 rule time:
     input:
-        settings=f"{TIMING_DIR}/settings.json",
-        data=f"{RESULTS}/data/{{dataset}}.json",
-        network=lambda w: [f"{run}/train.json" for run in timing_network(w.dataset, w.encoder)],
+        settings=f"{TIMING_DIR}/{schema.SETTINGS_FILE}",
+        data=results_file(schema.DATA_FACTS),
+        network=lambda w: [f"{run}/{schema.SUMMARY_FILE}" for run in timing_network(w.dataset, w.encoder)],
     output:
-        f"{TIMING_DIR}/timing.csv",
+        f"{TIMING_DIR}/{schema.TIMING_FILE}",
     params:
         cli=CRFBENCH,
         run_dir=lambda w, output: os.path.dirname(output[0]),

@@ -6,7 +6,7 @@
 
 rule run_settings:
     output:
-        f"{RUN_DIR}/settings.json",
+        f"{RUN_DIR}/{schema.SETTINGS_FILE}",
     params:
         settings=lambda w: run_settings(w.dataset, w.encoder, w.loss, w.seed),
     log:
@@ -17,10 +17,10 @@ rule run_settings:
 
 rule train:
     input:
-        settings=f"{RUN_DIR}/settings.json",
-        data=f"{RESULTS}/data/{{dataset}}.json",
+        settings=f"{RUN_DIR}/{schema.SETTINGS_FILE}",
+        data=results_file(schema.DATA_FACTS),
     output:
-        f"{RUN_DIR}/train.json",
+        f"{RUN_DIR}/{schema.SUMMARY_FILE}",
     params:
         cli=CRFBENCH,
         run_dir=lambda w, output: os.path.dirname(output[0]),

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from crfbench.report import ledger
-from crfbench.report.ledger import (
+from crfbench.report.claims import (
     INCONCLUSIVE,
     MIXED,
     NOT_REPRODUCED,
@@ -15,13 +15,11 @@ from crfbench.report.ledger import (
     REPRODUCED,
     SUPERVISED,
     VERDICT_RULE,
-    accuracy_cells,
-    claim_ledger,
-    ledger_csv,
     overall_verdict,
-    paired_difference,
     verdict,
 )
+from crfbench.report.ledger import accuracy_cells, claim_ledger, ledger_csv
+from crfbench.report.paired import paired_difference
 
 TASKS = {"ud-pos-en": "pos", "ud-seg-zh": "seg", "ud-seg-ja": "seg", "conll03-ner": "ner"}
 COUNTS = ("tokens", "correct", "gold_spans", "predicted_spans", "matched_spans", "invalid")
