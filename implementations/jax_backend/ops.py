@@ -81,3 +81,27 @@ def concatenate(arrays: Sequence[Array], axis: int) -> Array:
 
 def stack(arrays: Sequence[Array], axis: int) -> Array:
     return jnp.stack(list(arrays), axis=axis)
+
+
+# -- added for the SparseMAP kernel (kernels/sparsemap*.py) --------------------------------------
+
+uint8 = jnp.uint8
+isfinite = jnp.isfinite
+
+
+def min_and_argmin(x: Array, axis: int) -> tuple[Array, Array]:
+    """The minimum over ``axis`` and the index of its first occurrence."""
+    return x.min(axis), x.argmin(axis)
+
+
+def add_at(x: Array, index: Array, values: Array) -> Array:
+    """``x`` with ``values[..., j]`` added at ``x[..., index[..., j]]`` along the last axis (a
+    scatter-add; repeated indices accumulate); ``index`` and ``values`` share ``x``'s leading axes."""
+    leading = index.shape[:-1]
+    grid = [jnp.arange(n).reshape((n,) + (1,) * (len(leading) - axis)) for axis, n in enumerate(leading)]
+    return x.at[(*grid, index)].add(values)
+
+
+def pinv(x: Array, hermitian: bool = False) -> Array:
+    """The Moore–Penrose pseudo-inverse of the last two axes."""
+    return jnp.linalg.pinv(x, hermitian=hermitian)

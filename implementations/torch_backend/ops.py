@@ -97,3 +97,26 @@ def finfo(dtype: Any) -> Any:
 
 def stop_gradient(x: Tensor) -> Tensor:
     return x.detach()
+
+
+# -- added for the SparseMAP kernel (kernels/sparsemap*.py) --------------------------------------
+
+uint8 = torch.uint8
+isfinite = torch.isfinite
+
+
+def min_and_argmin(x: Tensor, axis: int) -> tuple[Tensor, Tensor]:
+    """The minimum over ``axis`` and the index of its first occurrence, in one reduction."""
+    values, indices = x.min(axis)
+    return values, indices
+
+
+def add_at(x: Tensor, index: Tensor, values: Tensor) -> Tensor:
+    """``x`` with ``values[..., j]`` added at ``x[..., index[..., j]]`` along the last axis (a
+    scatter-add; repeated indices accumulate); ``index`` and ``values`` share ``x``'s leading axes."""
+    return x.scatter_add(-1, index, values)
+
+
+def pinv(x: Tensor, hermitian: bool = False) -> Tensor:
+    """The Moore–Penrose pseudo-inverse of the last two axes."""
+    return torch.linalg.pinv(x, hermitian=hermitian)

@@ -58,6 +58,12 @@ CASES = [
     ("concatenate", ([_X, _Y], 0)),
     ("stack", ([_X, _Y], 1)),
     ("stop_gradient", (_X,)),
+    # added for the SparseMAP kernel (kernels/sparsemap*.py)
+    ("isfinite", (np.where(_MASK, _X, np.inf),)),
+    ("add_at", (np.zeros((3, 4)), _I, _Y[:, :2])),
+    ("add_at", (np.zeros((3, 4)), np.zeros((3, 2), dtype=np.int64), _Y[:, :2])),  # repeats accumulate
+    ("pinv", (_X @ _X.T,)),
+    ("pinv", (_X @ _X.T, True)),
 ]
 
 
@@ -89,3 +95,14 @@ def test_creation_follows_like() -> None:
         assert o.finfo(like.dtype).eps > 0
         assert o.broadcast_to(o.zeros((1, 2), like), (3, 2)).shape == (3, 2)
         assert o.astype(o.zeros((1,), like), o.bool_).dtype == o.bool_
+
+
+def test_min_and_argmin_agree_and_take_the_first_minimum() -> None:
+    ties = np.array([[2.0, 1.0, 1.0], [np.inf, np.inf, np.inf]])
+    for value in (_X, ties):
+        got = [o.min_and_argmin(_to(o.name, value), 1) for o in (torch_ops, jax_ops)]
+        for backend_min, backend_arg in got:
+            np.testing.assert_array_equal(np.asarray(backend_min), value.min(1))
+            np.testing.assert_array_equal(np.asarray(backend_arg), value.argmin(1))
+    for o in (torch_ops, jax_ops):
+        assert o.astype(o.zeros((1,), _to(o.name, _X)), o.uint8).dtype == o.uint8

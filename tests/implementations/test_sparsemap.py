@@ -358,7 +358,7 @@ def test_a_step_that_goes_non_finite_keeps_the_last_iterate(monkeypatch: pytest.
     its previous iterate, a valid distribution, and stops unconverged; the others go on."""
     import torch
 
-    from implementations.torch_backend import sparsemap as module
+    from implementations.kernels import sparsemap as module
 
     step = module._active_set_step
 
