@@ -33,13 +33,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...kernels.bcrf import Request as _Request
 from ...kernels.bcrf_options import BcrfOptions
 from ...solver import SolverOutput
 from .. import _sweep
 from .._fixed_point import iterate_with_errors
 from .._scores import arc_terms, gold_score, mask_emissions
 from .._tokens import argmax_tags
-from .exactness import _exact_flows, _flows, _Request, _tested_once
+from .exactness import _exact_flows, _flows, _tested_once
 from .forms import _form, _run
 from .gradients import _scaled_value
 from .linear import _linear_projection, _linear_start

@@ -12,29 +12,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from functools import wraps
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 from torch import Tensor
 
+from ...kernels.bcrf import Request
 from .._semiring import logsumexp
 from . import run_state
 from .numerics import _floor, _interleaved, _safe_log
 from .transition_kernel import _Kernel, _product, _tags_first, _Vectors
-
-
-class _Request(NamedTuple):
-    """Flows through every arc group of one ``parity``: into each tag (``into``, ``K_gᵀ x_g``) or
-    out of it (``K_g x_g``), given the vectors ``x`` (B, P, T) for each group, or (T, P, B) if
-    ``tags_first`` (a shared kernel's only: :func:`_tags_first`), and ``unused`` (broadcast to
-    their shape): 0 for a flow that is read, +inf for one nobody reads (a dead tag's, or a node's
-    outside the clusters); ``None`` where the kernel is vouched for (no test reads it)."""
-
-    parity: int
-    x: _Vectors
-    into: bool
-    unused: Tensor | None
-    tags_first: bool = False
 
 
 def _smallest(minima: list[Tensor]) -> tuple[Tensor, float]:
@@ -82,7 +69,7 @@ def _tested_once(function: Callable[..., Any]) -> Callable[..., Any]:
     return tested
 
 
-def _flows(kernel: _Kernel, *requests: _Request) -> tuple[Tensor, ...]:
+def _flows(kernel: _Kernel, *requests: Request) -> tuple[Tensor, ...]:
     """The log flows (B, P, T) of each request.
 
     One product in linear space per request, stabilised by each vector's largest entry. Every
@@ -109,7 +96,7 @@ def _flows(kernel: _Kernel, *requests: _Request) -> tuple[Tensor, ...]:
 
 def _exact_flows(kernel: _Kernel, parity: int, log_x: Tensor, into: bool, tags_first: bool) -> Tensor:
     """The flows of :func:`_flows` as log-sum-exps over the T arcs of each group, in the layout
-    of ``log_x`` (:class:`_Request`)."""
+    of ``log_x`` (:class:`Request`)."""
     log = kernel.log(parity)
     if tags_first:  # arcs (T_from, T_to, P, B)
         log = log[..., None, None]
@@ -124,6 +111,6 @@ def _group_flows(kernel: _Kernel, x: _Vectors, into: bool, unused: Tensor) -> Te
     (B, N-1, T) for each, in the iterate's layout ((T, N-1, B) where :func:`_tags_first`): both
     parities' products, interleaved."""
     if kernel.scaled.ndim == 2:
-        return _flows(kernel, _Request(0, x, into, unused, _tags_first(kernel)))[0]
-    requests = [_Request(p, x.rows(slice(p, None, 2)), into, unused[:, p::2]) for p in (0, 1)]
+        return _flows(kernel, Request(0, x, into, unused, _tags_first(kernel)))[0]
+    requests = [Request(p, x.rows(slice(p, None, 2)), into, unused[:, p::2]) for p in (0, 1)]
     return _interleaved(*_flows(kernel, *requests))

@@ -1,28 +1,29 @@
 """BCRF's iterations in torch, whichever the form: one iteration is a KL projection onto each
 parity of inner clusters in turn (C_odd then C_even for ``order="odd-even"``); :func:`_form`
 picks how they run for one call (the log form, the scaling form on log scalings, or on the linear
-state, by compiled projections or by the C sweep) and names that choice (``_Form.path``, which
+state, by compiled projections or by the C sweep) and names that choice (``Form.path``, which
 ``solve`` reports); :func:`_run` runs them."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any
 
 from torch import Tensor
 
+from ...kernels.bcrf import Form, Solution, iteration, run, violation
 from ...kernels.bcrf_options import BcrfOptions, first_clusters
 from .._fixed_point import iterate
 from .._scores import ArcTerms
 from .linear import _linear_projection, _linear_start, _log_scalings
 from .log_form import _initial, _log_solution, _project
-from .numerics import _arc_marginals, _Solution, _violation
+from .numerics import _arc_marginals
 from .scaling import _scaled_initial, _scaled_marginals, _scaled_solution, _scaling_projection
 from .sweep import _sweep_steps
 from .transition_kernel import _Kernel, _tags_first, _with_transposes
 
-#: What ``_Form.path`` names: the log form; the scaling form on log scalings (eager, or each
+#: What ``Form.path`` names: the log form; the scaling form on log scalings (eager, or each
 #: projection compiled); on the linear state, each projection compiled; or by the C sweep.
 PATHS = ("log", "scaling", "linear", "linear-sweep")
 
@@ -36,44 +37,22 @@ def _step(lengths: Tensor, order: str, num_arcs: int, kernel: _Kernel | None = N
     else:
         projection = _linear_projection if linear else _scaling_projection
         projections = [projection(kernel, lengths, num_arcs, first) for first in first_clusters(order)]
-
-    def step(state: Any) -> Any:
-        for project in projections:
-            state = project(state)
-        return state
-
-    return step
+    return iteration(projections)
 
 
 def _error(marginals: Callable[[Any], Tensor], lengths: Tensor):
     """The convergence error of an iterate whose arc marginals are ``marginals(state)``: their
     constraint violation (B,)."""
-    return lambda state, _: _violation(marginals(state), lengths)
+    return lambda state, _: violation(marginals(state), lengths)
 
 
-class _Form(NamedTuple):
-    """IBP in one form: the initial state, one iteration, the convergence error of a state, and
-    what is read off a state: its arc marginals q (B, N-1, T, T), zero on padding, and its
-    :class:`_Solution`."""
-
-    initial: Any
-    step: Callable[[Any], Any]
-    error: Callable[[Any, Any], Tensor]
-    marginals: Callable[[Any], Tensor]
-    solution: Callable[[Any], _Solution]
-    batch_dim: int = 0  # of the state's arrays
-    #: a number of iterations at once (state, count) -> state, where that is faster than steps
-    steps: Callable[[Any, int], Any] | None = None
-    path: str = "log"  # how the iterations run (:data:`PATHS`)
-
-
-def _form(terms: ArcTerms, lengths: Tensor, options: BcrfOptions) -> _Form:
+def _form(terms: ArcTerms, lengths: Tensor, options: BcrfOptions) -> Form:
     """IBP on the arcs ``terms`` in the form of ``options``."""
     num_arcs, temperature, order = terms.rows.shape[1], options.temperature, options.order
     if options.form == "log":
         weights = terms.weights()
         marginals = partial(_arc_marginals, lengths=lengths)
-        return _Form(
+        return Form(
             _initial(weights, temperature),
             _step(lengths, order, num_arcs),
             _error(marginals, lengths),
@@ -99,10 +78,10 @@ def _form(terms: ArcTerms, lengths: Tensor, options: BcrfOptions) -> _Form:
     def marginals(state: Any) -> Tensor:
         return _scaled_marginals(kernel, lengths, read(state))
 
-    def solution(state: Any) -> _Solution:  # after the sweep, the in-flows' Kᵀ is made here
+    def solution(state: Any) -> Solution:  # after the sweep, the in-flows' Kᵀ is made here
         return _scaled_solution(read(state), _with_transposes(kernel), terms, lengths, temperature)
 
-    return _Form(
+    return Form(
         scalings if linear is None else linear,
         step,
         _error(marginals, lengths),
@@ -119,11 +98,8 @@ def _as_is(state: Any) -> Any:
     return state
 
 
-def _run(terms: ArcTerms, lengths: Tensor, options: BcrfOptions) -> tuple[_Form, Any]:
+def _run(terms: ArcTerms, lengths: Tensor, options: BcrfOptions) -> tuple[Form, Any]:
     """The form and its state after ``iterations`` pairs of projections (or to ``tolerance``):
     all at once where the form can (``steps``) and no tolerance is checked between them."""
     ibp = _form(terms, lengths, options)
-    iterations, tolerance = options.iterations, options.tolerance
-    if tolerance is None and ibp.steps is not None:
-        return ibp, ibp.steps(ibp.initial, iterations)
-    return ibp, iterate(ibp.step, ibp.initial, iterations, tolerance, ibp.error, ibp.batch_dim)
+    return ibp, run(ibp, options, iterate)

@@ -6,17 +6,17 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ...kernels.bcrf import Solution
 from ...kernels.bcrf_options import BcrfOptions
 from .._scores import ArcTerms
 from . import scaling
 from .forms import _run
-from .numerics import _Solution
 
 
 def _danskin_pieces(
     terms: ArcTerms, lengths: Tensor, options: BcrfOptions
-) -> tuple[Tensor, _Solution, Tensor]:
-    """``τ B_Y(w/τ)`` (B,) at the iterate, the :class:`_Solution` its Danskin gradient is read from,
+) -> tuple[Tensor, Solution, Tensor]:
+    """``τ B_Y(w/τ)`` (B,) at the iterate, the :class:`Solution` its Danskin gradient is read from,
     and the tag probabilities of length-1 sequences (B, T), zero for longer ones."""
     ibp, state = _run(terms, lengths, options)
     solution = ibp.solution(state)

@@ -7,8 +7,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ...kernels.bcrf import Solution
 from .._semiring import logsumexp
-from .numerics import _arc_marginals, _cluster_shifts, _finite_or_zero, _inner, _scaled, _Solution
+from .numerics import _arc_marginals, _cluster_shifts, _finite_or_zero, _inner, _scaled
 
 
 def _project(log_q: Tensor, lengths: Tensor, first: int) -> Tensor:
@@ -54,8 +55,8 @@ def _value(
 
 def _log_solution(
     log_q: Tensor, weights: Tensor, singles: Tensor, lengths: Tensor, temperature: float
-) -> _Solution:
-    """The :class:`_Solution` of a log-form iterate (``weights``: the arcs w)."""
+) -> Solution:
+    """The :class:`Solution` of a log-form iterate (``weights``: the arcs w)."""
     pairwise = _arc_marginals(log_q, lengths)
     value = _value(log_q, pairwise, weights, singles, lengths, temperature)
-    return _Solution(value, pairwise.sum(-1), pairwise.sum(-2), pairwise)
+    return Solution(value, pairwise.sum(-1), pairwise.sum(-2), pairwise)

@@ -1,22 +1,18 @@
 """BCRF's arithmetic that both forms of the iterations share, in torch: the projection's shifts
 given the flows (docs/derivations.md §3.3), -inf handling (a dead tag or node is -inf, never
-NaN), the masks of padding, and what is read off arc marginals: node marginals, the value, the
-constraint violation (the convergence error), and :class:`_Solution`, what the losses read off
-an iterate of either form."""
+NaN), the masks of padding, and what is read off arc marginals: node marginals and the value
+(the convergence error and the records the forms pass on are shared with JAX, in
+:mod:`implementations.kernels.bcrf`)."""
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 from torch import Tensor
 
 from .._scores import position_mask
 from .._semiring import logsumexp
-
-if TYPE_CHECKING:
-    from .transition_kernel import _Kernel, _Vectors
 
 
 def _cluster_shifts(flows: Tensor, inside: Tensor, dim: int = -1) -> Tensor:
@@ -119,28 +115,3 @@ def _inner(x: Tensor, y: Tensor, batch_last: bool = False) -> Tensor:
     if batch_last:
         return (x * y).flatten(0, -2).sum(0)
     return torch.bmm(x.flatten(1).unsqueeze(1), y.flatten(1).unsqueeze(2)).view(-1)
-
-
-def _violation(pairwise: Tensor, lengths: Tensor) -> Tensor:
-    """(B,) distance to the paper's polytope description (Prop. 2): the largest error in (7) unit
-    in-flow into each inner cluster and (8) flow conservation at each inner node. Lengths 1 and 2
-    have no inner cluster, hence 0."""
-    inflow = pairwise[:, :-1].sum(-2)  # (B, N-2, T) into inner position p = 1 .. N-2
-    outflow = pairwise[:, 1:].sum(-1)  # (B, N-2, T) out of the same positions
-    errors = torch.maximum((inflow.sum(-1) - 1).abs(), (inflow - outflow).abs().amax(-1))
-    errors = torch.where(position_mask(lengths - 2, errors.shape[1]), errors, 0.0)
-    return torch.cat([errors, errors.new_zeros(errors.shape[0], 1)], dim=1).amax(-1)
-
-
-class _Solution(NamedTuple):
-    """What the losses read off an iterate: ``B_Y(w/τ)`` (B,), the flows out of each tag's rows and
-    into each tag's columns of every arc group (B, N-1, T), zero past a sequence's length, and the
-    arcs, for :func:`_arc_gradient`: the arc marginals q (B, N-1, T, T) or, in scaling form, the
-    kernel with the :class:`_Vectors` of the rows' and columns' log scalings (B, N-1, T) (-inf past
-    the length; in the iterate's layout, (T, N-1, B) where :func:`_tags_first`), which the flows
-    have already read."""
-
-    value: Tensor
-    out_flows: Tensor
-    in_flows: Tensor
-    arcs: Tensor | tuple[_Kernel, _Vectors, _Vectors]

@@ -14,10 +14,11 @@ import math
 import torch
 from torch import Tensor
 
+from ...kernels.bcrf import Request, Solution
 from .._scores import ArcTerms
 from .._semiring import logsumexp
 from . import compilation
-from .exactness import _flows, _group_flows, _Request
+from .exactness import _flows, _group_flows
 from .numerics import (
     _cluster_shifts,
     _floor,
@@ -26,7 +27,6 @@ from .numerics import (
     _padding,
     _recorded,
     _scaled,
-    _Solution,
 )
 from .transition_kernel import (
     _in_layout,
@@ -162,14 +162,14 @@ def _projected(
     unused = None if outside is None else _unused(mine[:, 0] + mine[:, 1]) + outside
     products = _flows(
         kernel,
-        _Request(
+        Request(
             other,
             theirs.rows(slice(0, in_groups), 1),
             True,
             None if unused is None else unused[:, first_in : first_in + in_groups],
             tags_first,
         ),
-        _Request(
+        Request(
             parity,
             theirs.rows(slice(parity, parity + out_groups), 0),
             False,
@@ -185,8 +185,8 @@ def _projected(
 
 def _scaled_solution(
     scalings: Scalings, kernel: _Kernel, terms: ArcTerms, lengths: Tensor, temperature: float
-) -> _Solution:
-    """The :class:`_Solution` of a scaling-form iterate, with no (B, N-1, T, T) array: with
+) -> Solution:
+    """The :class:`Solution` of a scaling-form iterate, with no (B, N-1, T, T) array: with
     ``log q = log K + log v ⊕ log u`` and ``w/τ = transitions/τ + rows/τ ⊕ columns/τ``,
     ``Σ q (w/τ − log q) = Σ_g shift_g Σ q_g + <out flows, rows/τ − log v>``
     ``+ <in flows, columns/τ − log u>``."""
@@ -206,7 +206,7 @@ def _scaled_solution(
     )
     value = torch.where(lengths == 1, logsumexp(terms.singles / temperature, dim=-1), value)
     out_flows, in_flows = (_in_layout(kernel, x, contiguous=False) for x in (out_flows, in_flows))
-    return _Solution(value, out_flows, in_flows, (kernel, rows, columns))
+    return Solution(value, out_flows, in_flows, (kernel, rows, columns))
 
 
 def _gaps(scores: Tensor, log_scalings: Tensor) -> Tensor:
@@ -217,7 +217,7 @@ def _gaps(scores: Tensor, log_scalings: Tensor) -> Tensor:
 
 def _arc_gradient(arcs: Tensor | tuple[_Kernel, _Vectors, _Vectors], weights: Tensor, shared: bool) -> Tensor:
     """``Σ_b weights_b q_b`` over the batch (and over the arc groups if ``shared``): (T, T) or
-    (B, N-1, T, T), given the ``arcs`` of a :class:`_Solution`.
+    (B, N-1, T, T), given the ``arcs`` of a :class:`Solution`.
 
     In scaling form ``q = K ⊙ e^{s} ṽ ũᵀ`` with ṽ, ũ the rows' and columns' scalings over their
     largest and ``s`` the sum of those: a shared kernel's sum is one matrix product over the batch
