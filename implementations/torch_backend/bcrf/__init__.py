@@ -31,10 +31,11 @@ device, as a GPU does.
 
 from __future__ import annotations
 
+from functools import update_wrapper
 from typing import Any
 
 from ...kernels.bcrf import Request as _Request
-from ...kernels.bcrf_options import BcrfOptions
+from ...kernels.bcrf_contract import Pieces, bind, bind_decode
 from ...solver import SolverOutput
 from .. import _sweep
 from .._fixed_point import iterate_with_errors
@@ -78,83 +79,21 @@ _INTERNALS = (
 )
 
 
-def _options(options: dict[str, Any]) -> tuple[BcrfOptions, str]:
-    """The solver's options of a loss as a record, and its ``gradient``."""
-    solver = {name: value for name, value in options.items() if name != "gradient"}
-    return BcrfOptions(**solver), options["gradient"]
+_FUNCTIONS = bind(
+    Pieces(arc_terms, gold_score, mask_emissions, _unary, _form, _run, iterate_with_errors, _scaled_value),
+    __name__,
+)
 
 
-@_tested_once
-def marginals(
-    emissions, transitions, lengths, start, end, *, iterations, temperature, order, tolerance, form
-):
-    """IBP iterate ≈ ∇B_Y(w/τ): node marginals (B, N, T) and arc marginals (B, N-1, T, T)."""
-    terms = arc_terms(emissions, transitions, lengths, start, end)
-    ibp, state = _run(terms, lengths, BcrfOptions(temperature, iterations, order, tolerance, form))
-    pairwise = ibp.marginals(state)
-    return _unary(pairwise, terms.singles, lengths, temperature), pairwise
+def _solve(*args: Any, **options: Any) -> SolverOutput:
+    fields, path = _FUNCTIONS["solve"](*args, **options)
+    return SolverOutput(*fields, path=path)
 
 
-def decode(emissions, transitions, lengths, start, end, **options):
-    """MBR decoding (B, N): the most probable tag of every node marginal at τ (default 0.1),
-    -1 on padding. Like the paper's, the output can contain a forbidden bigram before convergence."""
-    return argmax_tags(marginals(emissions, transitions, lengths, start, end, **options)[0], lengths)
-
-
-@_tested_once
-def log_partition(
-    emissions, transitions, lengths, start, end, *, iterations, temperature, order, tolerance, form
-):
-    """``B_Y(w/τ) = <q, w/τ> + H(q)`` (B,) at the IBP iterate; differentiable by autograd."""
-    terms = arc_terms(emissions, transitions, lengths, start, end)
-    ibp, state = _run(terms, lengths, BcrfOptions(temperature, iterations, order, tolerance, form))
-    return ibp.solution(state).value
-
-
-@_tested_once
-def solve(emissions, transitions, lengths, start, end, *, iterations, temperature, order, tolerance, form):
-    """The IBP iterate with its value ``B_Y(w/τ)`` and its constraint violation after each
-    iteration (``implementations.solver.SolverOutput``), and which strategy ran (its ``path``:
-    ``"log"``, ``"scaling"``, ``"linear"`` or ``"linear-sweep"``)."""
-    terms = arc_terms(emissions, transitions, lengths, start, end)
-    ibp = _form(terms, lengths, BcrfOptions(temperature, iterations, order, tolerance, form))
-    state, run, errors = iterate_with_errors(
-        ibp.step, ibp.initial, iterations, tolerance, ibp.error, ibp.batch_dim
-    )
-    pairwise = ibp.marginals(state)
-    converged = errors[run - 1] <= (tolerance or 0.0)
-    return SolverOutput(
-        _unary(pairwise, terms.singles, lengths, temperature),
-        pairwise,
-        ibp.solution(state).value,
-        run,
-        converged,
-        errors,
-        path=ibp.path,
-    )
-
-
-@_tested_once
-def loss(emissions, transitions, lengths, tags, start, end, **options):
-    """Fenchel–Young loss (B,): ``τ B_Y(w/τ) − <w, y>``, gradient ``q − y`` with ``"danskin"``.
-
-    ``gradient="unrolled"`` backpropagates through the iterations instead; both agree at
-    convergence. At τ = 1 this is the paper's ``B_Y(w) − <w, y>``.
-
-    Second-order derivatives (gradient penalties, Hessian-vector products) are exact in both
-    modes: with ``"danskin"`` they differentiate the gradient it returns, ``q − y``, with ``q``
-    differentiated through the iterations (before convergence its Jacobian is not symmetric).
-    """
-    terms = arc_terms(emissions, transitions, lengths, start, end)
-    value = _scaled_value(terms, lengths, *_options(options))
-    return value - gold_score(emissions, transitions, lengths, tags, start, end)
-
-
-@_tested_once
-def partial_loss(emissions, transitions, lengths, allowed, start, end, **options):
-    """Partial-label Fenchel–Young loss (B,): ``τ B_Y(w/τ) − τ B_Ỹ(w/τ)``, two IBP runs, the second
-    with every tag that ``allowed`` (B, N, T) forbids set to -inf."""
-    solver, gradient = _options(options)
-    full = _scaled_value(arc_terms(emissions, transitions, lengths, start, end), lengths, solver, gradient)
-    masked = arc_terms(mask_emissions(emissions, allowed), transitions, lengths, start, end)
-    return full - _scaled_value(masked, lengths, solver, gradient)
+# each reads its exactness tests back once a call where the device defers them (exactness.py)
+marginals = _tested_once(_FUNCTIONS["marginals"])
+log_partition = _tested_once(_FUNCTIONS["log_partition"])
+solve = _tested_once(update_wrapper(_solve, _FUNCTIONS["solve"]))
+loss = _tested_once(_FUNCTIONS["loss"])
+partial_loss = _tested_once(_FUNCTIONS["partial_loss"])
+decode = bind_decode(marginals, argmax_tags, __name__)
