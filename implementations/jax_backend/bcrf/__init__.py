@@ -38,7 +38,16 @@ from .transition_kernel import _kernel, _vectors
 __all__ = ["decode", "log_partition", "loss", "marginals", "partial_loss", "solve"]
 
 #: Internal names that tests and benchmarks read off this module (not the contract)
-_INTERNALS = (_flows, _Request, _linear_start, _project, _scaled_initial, _scaling_projection, _kernel, _vectors)
+_INTERNALS = (
+    _flows,
+    _Request,
+    _linear_start,
+    _project,
+    _scaled_initial,
+    _scaling_projection,
+    _kernel,
+    _vectors,
+)
 _SOLVER = ("iterations", "temperature", "order", "tolerance", "form")
 
 
