@@ -21,7 +21,6 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 from collections.abc import Callable  # noqa: E402
 from dataclasses import dataclass, replace  # noqa: E402
 from typing import Any, NamedTuple  # noqa: E402
-from unittest import mock  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -278,9 +277,9 @@ class OperatorCount(TorchDispatchMode):
 def operator_counts(variant: str, name: str, scores: TimingBatch) -> tuple[int, int]:
     """The computing operators and host synchronisations (:class:`OperatorCount`) of one torch
     call of ``name`` by ``variant`` on ``scores``, after a first, uncounted call, as a GPU runs it:
-    BCRF defers its exactness tests there (``_defers``), not on the CPU."""
+    BCRF defers its exactness tests there, not on the CPU (:func:`exactness_tests_deferred`)."""
     call = operation("torch", variant, name, scores)
-    with mock.patch.object(torch_bcrf, "_defers", lambda tensor: True):
+    with torch_bcrf.exactness_tests_deferred():
         call()
         with OperatorCount() as count:
             call()

@@ -17,8 +17,9 @@ from typing import Any, NamedTuple
 Array = Any  # a torch.Tensor or a jax.Array
 
 
-class SolverOutput(NamedTuple):
-    """The result of ``solve``; shapes for a batch of B sequences padded to N positions, T tags."""
+class _SolverFields(NamedTuple):
+    """The arrays of :class:`SolverOutput`; shapes for a batch of B sequences padded to N
+    positions, T tags."""
 
     unary: Array  # (B, N, T) node marginals at the iterate, zero on padding
     pairwise: Array  # (B, N-1, T, T) arc marginals at the iterate, zero on padding
@@ -31,6 +32,33 @@ class SolverOutput(NamedTuple):
     def error(self) -> Array:
         """(B,) the error after the last iteration run."""
         return self.errors[self.iterations - 1]
+
+
+class SolverOutput(_SolverFields):
+    """The result of ``solve``: :class:`_SolverFields`, and ``path``, which of the method's
+    strategies computed it where it has several (BCRF in torch: ``"log"``, ``"scaling"``,
+    ``"linear"`` or ``"linear-sweep"``), ``None`` where unreported.
+
+    ``path`` is an attribute, not a field: the fields are the arrays, alike in every backend and
+    each a leaf of a pytree (a string could not leave ``jax.jit``); a copy made from the fields
+    (``_replace``, a pytree's rebuild) reports ``None``."""
+
+    path: str | None = None
+
+    def __new__(
+        cls,
+        unary: Array,
+        pairwise: Array,
+        value: Array,
+        iterations: Any,
+        converged: Array,
+        errors: Array,
+        path: str | None = None,
+    ) -> SolverOutput:
+        output = super().__new__(cls, unary, pairwise, value, iterations, converged, errors)
+        if path is not None:
+            output.path = path
+        return output
 
 
 class SparseMAPOutput(NamedTuple):

@@ -7,7 +7,7 @@ here; the sweep's iterations take what torch's do (docs/derivations.md §3.12, *
 The handler is built at first use beside the C source (:func:`implementations._sweep.library`,
 with jaxlib's FFI headers and the host's C++ compiler) and registered for the CPU; where it cannot
 be built, :func:`available` is false, with one warning, and the iterations run as XLA's. The call
-is not differentiable: bcrf.py differentiates the iterations XLA would run in its place."""
+is not differentiable: the bcrf package differentiates the iterations XLA would run in its place."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ _TARGETS = {
     np.dtype(np.float64): ("crfbench_bcrf_sweep_f64", "IbpSweepF64"),
 }
 
-#: A linear state (jax_backend/bcrf.py): the scalings (B, 2, P, T) of the even and the odd nodes,
+#: A linear state (jax_backend/bcrf/sweep.py): the scalings (B, 2, P, T) of the even and the odd nodes,
 #: ``u`` then ``v``, over their vector's largest, their log shifts (B, 2, P), and the smallest live
 #: scaling any projection wrote (B,), over its vector's largest.
 LinearState = tuple[tuple[Array, Array], tuple[Array, Array], Array]

@@ -204,7 +204,7 @@ def test_the_roofline_counts_the_traffic_of_the_form_run(monkeypatch):
 
     call = common.operation("torch", "bcrf-10", "marginals", common.random_scores("torch", "cpu", 2, 16, 16))
     assert bench_roofline.form_run("torch", call) == bench_roofline.FORM == "scaling"
-    monkeypatch.setattr(bcrf, "FUSED_FROM", 1)
+    monkeypatch.setattr(bcrf.compilation, "FUSED_FROM", 1)
     iterations = _sweep.iterations
     swept = _sweep.available(torch.device("cpu"), torch.float32, 16)
     assert bench_roofline.form_run("torch", call) == ("sweep" if swept else "scaling")
@@ -216,7 +216,7 @@ def test_the_roofline_counts_the_traffic_of_the_form_run(monkeypatch):
         scores = common.random_scores("jax", "cpu", 2, 16, 16)
         call = common.operation("jax", "bcrf-10", "marginals", scores)
         assert bench_roofline.form_run("jax", call) == "scaling"
-        monkeypatch.setattr(jax_bcrf, "SWEEP_FROM", 1)
+        monkeypatch.setattr(jax_bcrf.sweep, "SWEEP_FROM", 1)
         swept = jax_sweep.available(np.float32, 16)
         assert bench_roofline.form_run("jax", call) == ("sweep" if swept else "scaling")
     counts = bench_roofline.BYTES_PER_ARC_ITERATION

@@ -839,9 +839,11 @@ def _record_runs(monkeypatch: pytest.MonkeyPatch, kernel: Any, sweep: bool = Tru
     is kept off unless ``sweep``: the linear state then iterates by compiled projections, as on
     a GPU."""
     runs: list[str] = []
-    run_compiled, iterations = kernel._run_compiled, kernel._sweep.iterations
+    run_compiled, iterations = kernel.compilation._run_compiled, kernel._sweep.iterations
     monkeypatch.setattr(
-        kernel, "_run_compiled", lambda f, *args: runs.append(f.__name__) or run_compiled(f, *args)
+        kernel.compilation,
+        "_run_compiled",
+        lambda f, *args: runs.append(f.__name__) or run_compiled(f, *args),
     )
     monkeypatch.setattr(kernel._sweep, "iterations", lambda *args: runs.append("sweep") or iterations(*args))
     if not sweep:
@@ -889,7 +891,7 @@ def test_fused_products_equal_eager_ones(
     per_position = torch.zeros(2, 3, 4, 4, dtype=getattr(torch, dtype))
     assert not kernel._kernel(per_position, 1.0).by_parity
     with monkeypatch.context() as patch:
-        patch.setattr(kernel, "FUSED_FROM", 1)
+        patch.setattr(kernel.compilation, "FUSED_FROM", 1)
         fused = _torch_solve_and_loss(inst, dtype, **options)
         assert kernel._kernel(per_position, 1.0).by_parity
     linear = {LINEAR_RUNS[sweep]} if finite_transitions else set()
@@ -910,12 +912,14 @@ def test_a_kernel_laid_out_by_parity_makes_its_transposes_where_a_call_reads_the
     torch = pytest.importorskip("torch")
     import implementations.torch_backend.bcrf as kernel
 
-    monkeypatch.setattr(kernel, "FUSED_FROM", 1)
+    monkeypatch.setattr(kernel.compilation, "FUSED_FROM", 1)
     runs = _record_runs(monkeypatch, kernel, sweep)
     made = []
     with_transposes = kernel._with_transposes
     monkeypatch.setattr(
-        kernel, "_with_transposes", lambda k: made.append(k.parities[0][1] is None) or with_transposes(k)
+        kernel.forms,
+        "_with_transposes",
+        lambda k: made.append(k.parities[0][1] is None) or with_transposes(k),
     )
     inst = all_lengths_instance(75, 4, max_len=6)
     inst = replace(inst, transitions=np.where(np.isneginf(inst.transitions), -2.0, inst.transitions))
@@ -945,7 +949,7 @@ def test_the_odd_groups_under_fused_from_give_the_eager_results(monkeypatch: pyt
     inst = all_lengths_instance(76, 32, max_len=6)  # 5 arc groups: 3 even, 2 odd
     inst = replace(inst, transitions=np.where(np.isneginf(inst.transitions), -2.0, inst.transitions))
     eager = _torch_solve_and_loss(inst, "float64", iterations=3)
-    monkeypatch.setattr(kernel, "FUSED_FROM", len(inst.transitions) * 3 * 32**2)
+    monkeypatch.setattr(kernel.compilation, "FUSED_FROM", len(inst.transitions) * 3 * 32**2)
     runs = _record_runs(monkeypatch, kernel)
     for got, expected in zip(_torch_solve_and_loss(inst, "float64", iterations=3), eager, strict=True):
         np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-10)
@@ -983,7 +987,7 @@ def test_linear_scalings_run_again_in_log_space_when_one_underflows(
 
     spread = -0.95 * kernel._floor(getattr(torch, dtype)) / 2 * (1.0 if underflows else 0.5)
     scores = _steep_chain(torch, dtype, spread)
-    monkeypatch.setattr(kernel, "FUSED_FROM", 1)
+    monkeypatch.setattr(kernel.compilation, "FUSED_FROM", 1)
     compiled = _record_runs(monkeypatch, kernel, sweep)
     options = {"iterations": 3, "temperature": 1.0, "order": "odd-even", "tolerance": None}
     results = {}
@@ -1024,17 +1028,17 @@ def test_linear_scalings_stop_at_a_tolerance_as_the_log_scalings_do(
 
     inst = all_lengths_instance(74, 4, max_len=6)
     inst = replace(inst, transitions=np.where(np.isneginf(inst.transitions), -2.0, inst.transitions))
-    monkeypatch.setattr(kernel, "FUSED_FROM", 1)
+    monkeypatch.setattr(kernel.compilation, "FUSED_FROM", 1)
     compiled = _record_runs(monkeypatch, kernel, sweep)
     kw = inst.arrays("torch", "float64")
     options = {"iterations": 100, "tolerance": 1e-8}
     linear = apply(bcrf(backends.get("torch")), "solve", kw, **options)
     assert LINEAR_RUNS[sweep] in compiled and "_projected" not in compiled
-    token = kernel._linear_allowed.set(False)
+    token = kernel.run_state._linear_allowed.set(False)
     try:
         logged = apply(bcrf(backends.get("torch")), "solve", kw, **options)
     finally:
-        kernel._linear_allowed.reset(token)
+        kernel.run_state._linear_allowed.reset(token)
     assert "_projected" in compiled
     assert linear.iterations == logged.iterations < 100
     for field in ("unary", "pairwise", "value", "errors"):
@@ -1061,7 +1065,7 @@ def test_linear_scalings_start_only_where_they_are_exact(monkeypatch: pytest.Mon
 
     emissions, transitions, lengths, *_ = _steep_chain(torch, "float32", 10.0)
     assert start(emissions, transitions, lengths) is None  # small: not laid out by parity
-    monkeypatch.setattr(kernel, "FUSED_FROM", 1)
+    monkeypatch.setattr(kernel.compilation, "FUSED_FROM", 1)
     linear, shifts, smallest = start(emissions, transitions, lengths)
     assert torch.equal(smallest, torch.ones(2))
     for x, shift in zip(linear, shifts, strict=True):
@@ -1079,11 +1083,11 @@ def test_linear_scalings_start_only_where_they_are_exact(monkeypatch: pytest.Mon
     past = emissions.clone()
     past[0, 3] = -math.inf  # position 3 is past sequence 0's length 3: padding, not read
     assert start(past, transitions, lengths) is not None
-    token = kernel._linear_allowed.set(False)
+    token = kernel.run_state._linear_allowed.set(False)
     try:
         assert start(emissions, transitions, lengths) is None
     finally:
-        kernel._linear_allowed.reset(token)
+        kernel.run_state._linear_allowed.reset(token)
 
 
 def test_fused_products_fall_back_to_eager_without_a_compiler(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -1097,20 +1101,22 @@ def test_fused_products_fall_back_to_eager_without_a_compiler(monkeypatch: pytes
     def failing(*args: Any) -> Any:
         raise torch._dynamo.exc.BackendCompilerFailed(failing, RuntimeError("no compiler"), None)
 
-    monkeypatch.setattr(kernel, "_compiled", lambda function: failing)
-    monkeypatch.setattr(kernel, "_compiler_failed", False)
+    monkeypatch.setattr(kernel.compilation, "_compiled", lambda function: failing)
+    monkeypatch.setattr(kernel.run_state, "_compiler_failed", False)
     matrices, vectors = torch.rand(2, 3, 4, 4), torch.rand(2, 3, 4)
     with pytest.warns(RuntimeWarning, match="no compiler"):
-        first = kernel._fused_row_products(matrices, vectors)
-    second = kernel._fused_row_products(matrices, vectors)  # no second warning: nothing is retried
+        first = kernel.compilation._fused_row_products(matrices, vectors)
+    second = kernel.compilation._fused_row_products(
+        matrices, vectors
+    )  # no second warning: nothing is retried
     expected = torch.matmul(matrices, vectors.unsqueeze(-1)).squeeze(-1)
     torch.testing.assert_close(first, expected)
     torch.testing.assert_close(second, expected)
-    assert kernel._compiler_failed
+    assert kernel.run_state._compiler_failed
 
     inst = all_lengths_instance(73, 4, max_len=5)
     eager = _torch_solve_and_loss(inst, "float64", iterations=3)
-    monkeypatch.setattr(kernel, "FUSED_FROM", 1)
+    monkeypatch.setattr(kernel.compilation, "FUSED_FROM", 1)
     for got, expected in zip(_torch_solve_and_loss(inst, "float64", iterations=3), eager, strict=True):
         np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)  # a multiply–sum, not matmul
 
@@ -1129,14 +1135,14 @@ def test_deferred_exactness_tests_change_nothing_and_read_back_once(
 
     _unvouched(monkeypatch, kernel)
     read_backs = []
-    smallest = kernel._smallest
+    smallest = kernel.exactness._smallest
     monkeypatch.setattr(
-        kernel, "_smallest", lambda minima: read_backs.append(len(minima)) or smallest(minima)
+        kernel.exactness, "_smallest", lambda minima: read_backs.append(len(minima)) or smallest(minima)
     )
     inst = all_lengths_instance(72, 4, max_len=6, neg_inf=neg_inf, scale=scale)
     options = {"iterations": 5, "temperature": tau}
     with monkeypatch.context() as patch:
-        patch.setattr(kernel, "_defers", lambda tensor: True)  # as on a GPU
+        patch.setattr(kernel.exactness, "_defers", lambda tensor: True)  # as on a GPU
         deferred = _torch_solve_and_loss(inst, "float32", **options)
     deferred_reads, read_backs[:] = list(read_backs), []
     on_cpu = _torch_solve_and_loss(inst, "float32", **options)
@@ -1148,7 +1154,7 @@ def test_deferred_exactness_tests_change_nothing_and_read_back_once(
         def reset(self, token: Any) -> None: ...
 
     with monkeypatch.context() as patch:
-        patch.setattr(kernel, "_deferred_minima", NeverDeferred())
+        patch.setattr(kernel.run_state, "_deferred_minima", NeverDeferred())
         in_place = _torch_solve_and_loss(inst, "float32", **options)
     for got, cpu, expected in zip(deferred, on_cpu, in_place, strict=True):
         np.testing.assert_array_equal(got, expected)
@@ -1164,7 +1170,7 @@ def test_deferred_exactness_tests_change_nothing_and_read_back_once(
 def _unvouched(monkeypatch: pytest.MonkeyPatch, kernel: Any) -> None:
     """Every torch kernel made unvouched for: each product's exactness is tested."""
     make = kernel._kernel
-    monkeypatch.setattr(kernel, "_kernel", lambda *args: make(*args)._replace(vouched=False))
+    monkeypatch.setattr(kernel.scaling, "_kernel", lambda *args: make(*args)._replace(vouched=False))
 
 
 @pytest.mark.parametrize("per_position", [True, False])
@@ -1182,9 +1188,9 @@ def test_a_vouched_kernel_spares_the_exactness_tests_and_changes_nothing(
     import implementations.torch_backend.bcrf as kernel
 
     read_backs = []
-    smallest = kernel._smallest
+    smallest = kernel.exactness._smallest
     monkeypatch.setattr(
-        kernel, "_smallest", lambda minima: read_backs.append(len(minima)) or smallest(minima)
+        kernel.exactness, "_smallest", lambda minima: read_backs.append(len(minima)) or smallest(minima)
     )
     inst = all_lengths_instance(73, 4, max_len=6, per_position=per_position, scale=2.0)
     options = {"iterations": 5, "temperature": 1.0}
@@ -1217,7 +1223,7 @@ def test_scaling_form_takes_its_log_space_paths(monkeypatch: pytest.MonkeyPatch)
     import implementations.torch_backend.bcrf as kernel
 
     calls = {"flows": 0, "arcs": 0}
-    exact_flows, arc_gradient = kernel._exact_flows, kernel._arc_gradient
+    exact_flows, arc_gradient = kernel.exactness._exact_flows, kernel.scaling._arc_gradient
 
     def counting_exact_flows(*args: Any) -> Any:
         calls["flows"] += 1
@@ -1227,8 +1233,8 @@ def test_scaling_form_takes_its_log_space_paths(monkeypatch: pytest.MonkeyPatch)
         calls["arcs"] += isinstance(arcs, torch.Tensor)  # the log-space sum calls itself on q
         return arc_gradient(arcs, *args)
 
-    monkeypatch.setattr(kernel, "_exact_flows", counting_exact_flows)
-    monkeypatch.setattr(kernel, "_arc_gradient", counting_arc_gradient)
+    monkeypatch.setattr(kernel.exactness, "_exact_flows", counting_exact_flows)
+    monkeypatch.setattr(kernel.scaling, "_arc_gradient", counting_arc_gradient)
     inst = all_lengths_instance(71, 5, max_len=9, neg_inf=0.3, scale=3.0)
     backend = backends.get("torch")
     arrays, tags = inst.arrays("torch", "float32"), inst.gold_array(backend)

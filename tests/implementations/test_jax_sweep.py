@@ -38,7 +38,7 @@ def runs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     traced: list[str] = []
     iterations = _sweep.iterations
     monkeypatch.setattr(_sweep, "iterations", lambda *args: traced.append("sweep") or iterations(*args))
-    monkeypatch.setattr(kernel, "SWEEP_FROM", 1)
+    monkeypatch.setattr(kernel.sweep, "SWEEP_FROM", 1)
     monkeypatch.setattr(_sweep, "FROM_TAGS", 1)
     jax.clear_caches()
     yield traced
@@ -72,7 +72,7 @@ def _outputs(
 
 def _without_sweep(monkeypatch: pytest.MonkeyPatch, *args: Any, **options: Any) -> list[np.ndarray]:
     with monkeypatch.context() as patch:
-        patch.setattr(kernel, "SWEEP_FROM", math.inf)
+        patch.setattr(kernel.sweep, "SWEEP_FROM", math.inf)
         jax.clear_caches()
         return _outputs(*args, **options)
 

@@ -69,8 +69,8 @@ def test_sweep_is_two_linear_projections_an_iteration(
 ) -> None:
     """The sweep's scalings, shifts and smallest live scaling after ``count`` iterations are those of
     as many pairs of eager projections, to rounding; its inputs are left as they were."""
-    monkeypatch.setattr(kernel, "FUSED_FROM", 1)
-    monkeypatch.setattr(kernel, "_run_compiled", lambda function, *args: function(*args))
+    monkeypatch.setattr(kernel.compilation, "FUSED_FROM", 1)
+    monkeypatch.setattr(kernel.compilation, "_run_compiled", lambda function, *args: function(*args))
     kernel_, lengths, state = _state(num_tags, num_tags, dtype)
     before = [x.clone() for x in _flat(state)]
     blocks = (kernel_.parities[0][0], kernel_.parities[1][0])
@@ -90,7 +90,7 @@ def test_iterations_taken_several_to_a_sweep_are_those_taken_one_at_a_time(
 ) -> None:
     """However many iterations a sweep takes at once (``DEPTH``, here more and fewer than the 6 run
     and than a sequence's 3 or 4 waves), every value is that of one iteration a call, bit for bit."""
-    monkeypatch.setattr(kernel, "FUSED_FROM", 1)
+    monkeypatch.setattr(kernel.compilation, "FUSED_FROM", 1)
     kernel_, lengths, state = _state(8, 17, torch.float32)
     blocks = (kernel_.parities[0][0], kernel_.parities[1][0])
     one_at_a_time = state
@@ -106,7 +106,7 @@ def test_sweep_shares_the_sequences_among_threads_with_the_same_result(
 ) -> None:
     """With two torch threads the sequences are split between two calls; every value is the one
     thread's, bit for bit."""
-    monkeypatch.setattr(kernel, "FUSED_FROM", 1)
+    monkeypatch.setattr(kernel.compilation, "FUSED_FROM", 1)
     kernel_, lengths, state = _state(5, 17, torch.float64)
     blocks = (kernel_.parities[0][0], kernel_.parities[1][0])
     threads = torch.get_num_threads()
@@ -121,7 +121,7 @@ def test_sweep_shares_the_sequences_among_threads_with_the_same_result(
 
 
 def test_sweep_refuses_blocks_that_are_not_contiguous(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kernel, "FUSED_FROM", 1)
+    monkeypatch.setattr(kernel.compilation, "FUSED_FROM", 1)
     kernel_, lengths, state = _state(6, 3, torch.float64)
     blocks = (kernel._with_transposes(kernel_).parities[0][1].transpose(-1, -2), kernel_.parities[1][0])
     with pytest.raises(ValueError, match="arc blocks must be contiguous"):
