@@ -81,3 +81,22 @@ def concatenate(arrays: Sequence[Array], axis: int) -> Array:
 
 def stack(arrays: Sequence[Array], axis: int) -> Array:
     return jnp.stack(list(arrays), axis=axis)
+
+
+# -- ops added for the shared scores, tree, token and mean-field kernels (twins task) --
+isneginf = jnp.isneginf
+isfinite = jnp.isfinite
+swapaxes = jnp.swapaxes
+
+
+def softmax(x: Array, axis: int) -> Array:
+    return jax.nn.softmax(x, axis=axis)
+
+
+def log_softmax(x: Array, axis: int) -> Array:
+    return jax.nn.log_softmax(x, axis=axis)
+
+
+def max_argmax(x: Array, axis: int) -> tuple[Array, Array]:
+    """The largest entry along ``axis`` and its index (the first, on ties)."""
+    return x.max(axis), x.argmax(axis)

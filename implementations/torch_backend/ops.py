@@ -97,3 +97,25 @@ def finfo(dtype: Any) -> Any:
 
 def stop_gradient(x: Tensor) -> Tensor:
     return x.detach()
+
+
+# -- ops added for the shared scores, tree, token and mean-field kernels (twins task) --
+isneginf = torch.isneginf
+isfinite = torch.isfinite
+
+
+def softmax(x: Tensor, axis: int) -> Tensor:
+    return torch.softmax(x, dim=axis)
+
+
+def log_softmax(x: Tensor, axis: int) -> Tensor:
+    return torch.log_softmax(x, dim=axis)
+
+
+def max_argmax(x: Tensor, axis: int) -> tuple[Tensor, Tensor]:
+    """The largest entry along ``axis`` and its index (the first, on ties), in one reduction."""
+    return x.max(axis)
+
+
+def swapaxes(x: Tensor, axis1: int, axis2: int) -> Tensor:
+    return x.transpose(axis1, axis2)
