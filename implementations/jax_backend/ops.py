@@ -3,12 +3,13 @@ need whose jax spelling differs from torch's. ``torch_backend/ops.py`` has the s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 from jax import Array
+from jax.scipy.special import xlogy as _xlogy
 
 from ._semiring import logsumexp as _finite_logsumexp
 
@@ -100,3 +101,14 @@ def log_softmax(x: Array, axis: int) -> Array:
 def max_argmax(x: Array, axis: int) -> tuple[Array, Array]:
     """The largest entry along ``axis`` and its index (the first, on ties)."""
     return x.max(axis), x.argmax(axis)
+
+
+# -- ops added for the shared exact and Bethe kernels (twins task) --
+#: the framework's NumPy-like namespace, for code written against one (``implementations.energies``)
+array_namespace = jnp
+xlogy = _xlogy
+
+
+def without_gradient(function: Callable[..., Any], *arguments: Any) -> Any:
+    """``function(*arguments)`` with nothing differentiated through it (``stop_gradient`` on the result)."""
+    return jax.lax.stop_gradient(function(*arguments))

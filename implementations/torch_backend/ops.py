@@ -3,7 +3,7 @@ need whose torch spelling differs from jax's. ``jax_backend/ops.py`` has the sam
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -119,3 +119,15 @@ def max_argmax(x: Tensor, axis: int) -> tuple[Tensor, Tensor]:
 
 def swapaxes(x: Tensor, axis1: int, axis2: int) -> Tensor:
     return x.transpose(axis1, axis2)
+
+
+# -- ops added for the shared exact and Bethe kernels (twins task) --
+#: the framework's NumPy-like namespace, for code written against one (``implementations.energies``)
+array_namespace = torch
+xlogy = torch.xlogy
+
+
+def without_gradient(function: Callable[..., Any], *arguments: Any) -> Any:
+    """``function(*arguments)`` with nothing differentiated through it (run under ``no_grad``)."""
+    with torch.no_grad():
+        return function(*arguments)

@@ -58,6 +58,12 @@ CASES = [
     ("concatenate", ([_X, _Y], 0)),
     ("stack", ([_X, _Y], 1)),
     ("stop_gradient", (_X,)),
+    # twins task: the scores, tree, token and mean-field kernels
+    ("isneginf", (np.where(_MASK, _X, -np.inf),)),
+    ("isfinite", (np.where(_MASK, _X, np.inf),)),
+    ("softmax", (_X, 1)),
+    ("log_softmax", (_X, 0)),
+    ("swapaxes", (_X, 0, 1)),
 ]
 
 
@@ -89,3 +95,12 @@ def test_creation_follows_like() -> None:
         assert o.finfo(like.dtype).eps > 0
         assert o.broadcast_to(o.zeros((1, 2), like), (3, 2)).shape == (3, 2)
         assert o.astype(o.zeros((1,), like), o.bool_).dtype == o.bool_
+
+
+def test_max_argmax_agree() -> None:
+    """The largest entry and its first index, in both namespaces (ties included)."""
+    x = np.array([[1.0, 3.0, 3.0], [2.0, 0.0, 2.0]])
+    for o, array in ((torch_ops, torch.as_tensor(x)), (jax_ops, jnp.asarray(x))):
+        values, indices = o.max_argmax(array, 1)
+        np.testing.assert_array_equal(np.asarray(values), [3.0, 2.0])
+        np.testing.assert_array_equal(np.asarray(indices), [1, 0])
