@@ -21,6 +21,9 @@ import sys
 from types import ModuleType
 from typing import Any
 
+#: The namespace found for each array type so far (a dict lookup on the hot path).
+_BY_TYPE: dict[type, ModuleType] = {}
+
 
 def of(*arrays: Any) -> ModuleType:
     """The ops namespace of the first array among ``arrays`` that is not None: torch's for a
@@ -28,12 +31,19 @@ def of(*arrays: Any) -> ModuleType:
     for array in arrays:
         if array is None:
             continue
-        torch = sys.modules.get("torch")
-        if torch is not None and isinstance(array, torch.Tensor):
-            from .torch_backend import ops as torch_ops
-
-            return torch_ops
-        from .jax_backend import ops as jax_ops
-
-        return jax_ops
+        namespace = _BY_TYPE.get(type(array))
+        if namespace is None:
+            namespace = _BY_TYPE[type(array)] = _namespace(array)
+        return namespace
     raise TypeError("ops.of: every argument is None; give at least one array")
+
+
+def _namespace(array: Any) -> ModuleType:
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(array, torch.Tensor):
+        from .torch_backend import ops as torch_ops
+
+        return torch_ops
+    from .jax_backend import ops as jax_ops
+
+    return jax_ops

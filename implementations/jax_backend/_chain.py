@@ -1,25 +1,7 @@
-"""Sequential engine: forward filtering / backward smoothing and Viterbi, one step per position.
-
-Works on the scores directly (no (B, N, T, T) factor array is built for shared transitions).
-Each step is batched over sequences and tags; the positions are a ``lax.scan``. Sequences
-shorter than N stop updating at their length (their state is carried through padding).
-
-Forward filtering keeps, for every step, the normalised weights ``exp(x − max)`` of
-``x[a, b] = alpha[a] + transitions[a, b] + emissions[b]`` and their column sums: together they
-are ``P(y_{i-1} = a | y_i = b, prefix)``. Backward smoothing turns node marginals at position i
-into pairwise marginals at (i-1, i) and node marginals at i-1 with products and sums only, so a
-forward–backward pass costs one ``exp`` per score entry (autodiff through a log-sum-exp forward
-costs two). ``log Z`` uses it as its backward (a ``jax.custom_vjp``). Everything that can be -inf
-is guarded, so forbidden tags get exactly zero marginals and no NaN.
-
-Second-order derivatives of ``log Z`` (Hessian-vector products, gradient penalties; the
-derivative of the marginals is the covariance of the sufficient statistics) differentiate that
-backward and the filtering it reads: both are written to be differentiated (the per-column shift
-is held constant, ``log`` never sees a zero column sum), so every derivative is finite and exact
-wherever scores are ``-inf``.
-
-Per-step arrays are stacked step-major, (N-1, B, ...), as ``lax.scan`` produces them.
-"""
+"""Sequential engine on jax (its mathematics: ``implementations.kernels.chain``): the positions
+are a ``lax.scan``, and ``log Z``'s backward is forward filtering / backward smoothing in a
+``jax.custom_vjp`` (:func:`_log_partition`). Per-step arrays are stacked step-major, (N-1, B, ...),
+as ``lax.scan`` produces them."""
 
 from __future__ import annotations
 
@@ -30,6 +12,7 @@ import jax
 import jax.numpy as jnp
 from jax import Array, lax
 
+from ..kernels.chain import last_tag
 from ._scores import boundary, position_mask
 
 
@@ -44,16 +27,12 @@ def _steps(emissions: Array, transitions: Array, lengths: Array) -> tuple[Array,
 def forward_step(
     alpha: Array, transition: Array, emission: Array, active: Array
 ) -> tuple[Array, Array, Array]:
-    """One filtering step from position i-1 to i: the new ``alpha`` (B, T), the weights (B, T, T)
-    and the inverse column sums (B, T) of ``P(y_{i-1} | y_i, prefix)`` (zero where not ``active``,
-    (B, 1)); ``transition`` is (B, T, T) or (T, T), ``emission`` (B, T). The hot kernel of ``crf``.
+    """One filtering step (``kernels.chain``): ``alpha`` (B, T), the weights (B, T, T) and the inverse
+    column sums (B, T), zero where not ``active`` (B, 1); ``transition`` (B, T, T) or (T, T),
+    ``emission`` (B, T). The hot kernel of ``crf``.
 
-    Differentiable to any order without NaN: the shift ``top`` is a ``stop_gradient`` (any
-    per-column constant gives the same result, so no derivative of a max is needed), and a column
-    sum is 0 (unreachable tag: ``top`` is -inf, every weight 0) or >= 1 (its largest weight is 1),
-    so replacing a 0 by 1 changes no value (``alpha`` stays -inf) but keeps ``log`` and the
-    division off zero, derivatives included (a ``where``: ``jnp.maximum`` would halve the
-    derivative at the tie, sum = 1).
+    The shift ``top`` is a ``stop_gradient``, and a zero column sum is replaced by 1 under a
+    ``where`` (``jnp.maximum`` would halve the derivative at the tie, sum = 1).
     """
     weight = alpha[:, :, None] + transition
     top = lax.stop_gradient(weight.max(1))
@@ -68,13 +47,7 @@ def _filter(
     emissions: Array, transitions: Array, lengths: Array, start: Array, end: Array
 ) -> tuple[Array, Array, Array, Array]:
     """Forward filtering: ``log Z`` (B,), the last tag's marginal (B, T), and per step i >= 1 the
-    weights (N-1, B, T, T) and inverse column sums (N-1, B, T) of ``P(y_{i-1} | y_i, prefix)``.
-
-    ``emissions[i, b]`` is constant in the previous tag, so it cancels from those weights and is
-    added to ``alpha`` after the reduction. A column sum is 0 (unreachable tag, whose weights are
-    all 0) or >= 1, so its inverse is taken as 1 for the former; it is stored as 0 past a
-    sequence's length, which stops smoothing there.
-    """
+    weights (N-1, B, T, T) and inverse column sums (N-1, B, T) of ``P(y_{i-1} | y_i, prefix)``."""
 
     def step(alpha: Array, inputs: tuple[Array, Array, Array | None]) -> tuple[Array, tuple[Array, Array]]:
         emission, active, per_step = inputs
@@ -88,8 +61,6 @@ def _filter(
     )
     final = alpha + end
     log_z = jax.nn.logsumexp(final, axis=-1)
-    # a softmax, not exp(final - log_z): at large scores log_z rounds to a multiple of the
-    # spacing of floats near it, and the exp turns that error into rows that do not sum to 1
     last_marginal = jax.nn.softmax(final, axis=-1)
     return log_z, last_marginal, weights, inverse_sums
 
@@ -97,15 +68,10 @@ def _filter(
 def _smooth(
     last_marginal: Array, weights: Array, inverse_sums: Array, lengths: Array, summed: bool = False
 ) -> tuple[Array, Array]:
-    """Backward smoothing: unary (B, N, T) and pairwise (N-1, B, T, T) marginals, zero on padding;
-    with ``summed`` (static), the pairwise marginals' sum over the steps and the batch (T, T)
-    instead (the gradient of shared transitions), accumulated in the loop: no (N-1, B, T, T)
-    array is zero-filled, written step by step and summed (~0.3 ms of the loss's 2.2 at (64, 50,
-    17), one thread).
-
-    Linear in ``last_marginal``: scaling it scales every output (the backward of ``log Z`` passes
-    its incoming cotangent this way). Pairwise marginals stay step-major; callers transpose.
-    """
+    """Backward smoothing (``kernels.chain``) as a reverse ``lax.scan``: unary (B, N, T) and
+    pairwise marginals (N-1, B, T, T), step-major (callers transpose), zero on padding; with
+    ``summed`` (static), their sum over the steps and the batch (T, T) instead (the gradient of
+    shared transitions), accumulated in the loop rather than written out and summed."""
     active = position_mask(lengths, weights.shape[0] + 1)[..., None]
 
     Carry = tuple[Array, Array]  # the marginal at the step, the running sum (``summed``)
@@ -126,11 +92,6 @@ def _smooth(
     unary, pairwise = (outputs, total) if summed else outputs
     unary_t = jnp.concatenate([first[:, None], jnp.swapaxes(unary, 0, 1)], axis=1) * active
     return unary_t, pairwise
-
-
-def _last_tag(unary: Array, lengths: Array) -> Array:
-    """(B, T) marginal of each sequence's last tag."""
-    return jnp.take_along_axis(unary, (lengths - 1)[:, None, None], axis=1)[:, 0]
 
 
 @partial(jax.custom_vjp, nondiff_argnums=(5,))
@@ -155,7 +116,7 @@ def _log_partition_bwd(
     lengths, last_marginal, weights, sums = saved
     unary, pairwise = _smooth(grad[:, None] * last_marginal, weights, sums, lengths, summed=shared)
     grad_transitions = pairwise if shared else jnp.swapaxes(pairwise, 0, 1)
-    return unary, grad_transitions, None, unary[:, 0].sum(0), _last_tag(unary, lengths).sum(0)
+    return unary, grad_transitions, None, unary[:, 0].sum(0), last_tag(unary, lengths).sum(0)
 
 
 _log_partition.defvjp(_log_partition_fwd, _log_partition_bwd)
@@ -186,12 +147,8 @@ def marginals(
 def viterbi(
     emissions: Array, transitions: Array, lengths: Array, start: Array | None, end: Array | None
 ) -> tuple[Array, Array]:
-    """Best score (B,) and best tags (B, N), -1 on padding.
-
-    Back-pointers past a sequence's length point to the same tag, so one backtrace over the
-    whole batch (a reverse ``lax.scan`` of gathers, no per-item loop) carries each last tag
-    through padding.
-    """
+    """Best score (B,) and best tags (B, N), -1 on padding: a ``lax.scan`` forward, then one
+    backtrace over the whole batch, a reverse ``lax.scan`` of gathers."""
     batch, length, num_tags = emissions.shape
     same_tag = jnp.broadcast_to(jnp.arange(num_tags), (batch, num_tags))
 

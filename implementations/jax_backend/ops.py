@@ -3,12 +3,13 @@ need whose jax spelling differs from torch's. ``torch_backend/ops.py`` has the s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 from jax import Array
+from jax.scipy.special import xlogy as _xlogy
 
 from ._semiring import logsumexp as _finite_logsumexp
 
@@ -83,7 +84,7 @@ def stack(arrays: Sequence[Array], axis: int) -> Array:
     return jnp.stack(list(arrays), axis=axis)
 
 
-# -- added for the SparseMAP kernel (kernels/sparsemap*.py) --------------------------------------
+# -- for the SparseMAP kernels (kernels/sparsemap*.py)
 
 uint8 = jnp.uint8
 isfinite = jnp.isfinite
@@ -105,3 +106,32 @@ def add_at(x: Array, index: Array, values: Array) -> Array:
 def pinv(x: Array, hermitian: bool = False) -> Array:
     """The Moore–Penrose pseudo-inverse of the last two axes."""
     return jnp.linalg.pinv(x, hermitian=hermitian)
+
+
+# -- for the scores, tree, token and mean-field kernels
+isneginf = jnp.isneginf
+swapaxes = jnp.swapaxes
+
+
+def softmax(x: Array, axis: int) -> Array:
+    return jax.nn.softmax(x, axis=axis)
+
+
+def log_softmax(x: Array, axis: int) -> Array:
+    return jax.nn.log_softmax(x, axis=axis)
+
+
+def max_argmax(x: Array, axis: int) -> tuple[Array, Array]:
+    """The largest entry along ``axis`` and its index (the first, on ties)."""
+    return x.max(axis), x.argmax(axis)
+
+
+# -- for the exact and Bethe kernels
+#: the framework's NumPy-like namespace, for code written against one (``implementations.energies``)
+array_namespace = jnp
+xlogy = _xlogy
+
+
+def without_gradient(function: Callable[..., Any], *arguments: Any) -> Any:
+    """``function(*arguments)`` with nothing differentiated through it (``stop_gradient`` on the result)."""
+    return jax.lax.stop_gradient(function(*arguments))

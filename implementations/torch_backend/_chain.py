@@ -1,28 +1,13 @@
-"""Sequential engine: forward filtering / backward smoothing and Viterbi, one step per position.
-
-Works on the scores directly (no (B, N, T, T) factor tensor is built for shared transitions).
-Each step is batched over sequences and tags; only the positions are a Python loop. Sequences
-shorter than N stop updating at their length (their state is carried through padding).
-
-Forward filtering keeps, for every step, the normalised weights ``exp(x − max)`` of
-``x[a, b] = alpha[a] + transitions[a, b] + emissions[b]`` and their column sums: together they
-are ``P(y_{i-1} = a | y_i = b, prefix)``. Backward smoothing turns node marginals at position i
-into pairwise marginals at (i-1, i) and node marginals at i-1 with products and sums only, so a
-forward–backward pass costs one ``exp`` per score entry (autograd through a log-sum-exp forward
-costs two). ``log Z`` uses it as its backward. Everything that can be -inf is guarded, so
-forbidden tags get exactly zero marginals and no NaN.
-
-The pass is also written to be differentiated itself (second-order derivatives of ``log Z``, e.g.
-Hessian-vector products, whose derivative of the marginals is the covariance of the sufficient
-statistics): the per-column shift is held constant and ``log`` never sees a zero column sum, so
-autograd through filtering and smoothing is finite and exact wherever scores are ``-inf``.
-"""
+"""Sequential engine on torch (its mathematics: ``implementations.kernels.chain``): the positions
+are a Python loop, and ``log Z``'s backward is forward filtering / backward smoothing in a
+``torch.autograd.Function`` (:class:`_LogPartition`)."""
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
 
+from ..kernels.chain import last_tag
 from ._scores import boundary, position_mask
 from ._semiring import largest
 
@@ -37,15 +22,12 @@ def _steps(transitions: Tensor, batch: int, length: int) -> Tensor:
 def forward_step(
     alpha: Tensor, transition: Tensor, emission: Tensor, active: Tensor
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """One filtering step from position i-1 to i: the new ``alpha`` (B, T), the weights (B, T, T)
-    and the inverse column sums (B, T) of ``P(y_{i-1} | y_i, prefix)`` (zero where not ``active``,
-    (B, 1)); ``transition`` is (B, T, T) or (T, T), ``emission`` (B, T). The hot kernel of ``crf``.
+    """One filtering step (``kernels.chain``): ``alpha`` (B, T), the weights (B, T, T) and the inverse
+    column sums (B, T), zero where not ``active`` (B, 1); ``transition`` (B, T, T) or (T, T),
+    ``emission`` (B, T). The hot kernel of ``crf``, updated in place where autograd allows.
 
-    Differentiable to any order without NaN: the shift ``top`` is detached (any per-column
-    constant gives the same result, so no derivative of a max is needed), and a column sum is 0
-    (unreachable tag: ``top`` is -inf, every weight 0) or >= 1 (its largest weight is 1), so
-    clamping it at 1 changes no value (``alpha`` stays -inf) but keeps ``log`` and the division
-    off zero, derivatives included (``clamp_min`` passes the derivative at the tie, sum = 1).
+    The shift ``top`` is detached, and a column sum clamped at 1 (a 0 becomes 1, which changes no
+    value: ``alpha`` stays -inf); ``clamp_min`` passes the derivative at the tie, sum = 1.
     """
     weight = alpha.unsqueeze(-1) + transition
     top = largest(weight.detach(), 1)
@@ -59,13 +41,7 @@ def _filter(
     emissions: Tensor, transitions: Tensor, lengths: Tensor, start: Tensor, end: Tensor
 ) -> tuple[Tensor, Tensor, list[Tensor], list[Tensor]]:
     """Forward filtering: ``log Z`` (B,), the last tag's marginal (B, T), and per step i >= 1 the
-    weights (B, T, T) and inverse column sums (B, T) of ``P(y_{i-1} | y_i, prefix)``.
-
-    ``emissions[i, b]`` is constant in the previous tag, so it cancels from those weights and is
-    added to ``alpha`` after the reduction. A column sum is 0 (unreachable tag, whose weights are
-    all 0) or >= 1, so its inverse is taken as 1 for the former; it is stored as 0 past a
-    sequence's length, which stops smoothing there.
-    """
+    weights (B, T, T) and inverse column sums (B, T) of ``P(y_{i-1} | y_i, prefix)``, as lists."""
     batch, length, _ = emissions.shape
     active = position_mask(lengths, length).unsqueeze(-1)
     alpha = emissions[:, 0] + start
@@ -76,8 +52,6 @@ def _filter(
         inverse_sums.append(inverse_sum)
     final = alpha + end
     log_z = torch.logsumexp(final, dim=-1)
-    # a softmax, not exp(final - log_z): at large scores log_z rounds to a multiple of the
-    # spacing of floats near it, and the exp turns that error into rows that do not sum to 1
     last_marginal = torch.softmax(final, dim=-1)
     return log_z, last_marginal, weights, inverse_sums
 
@@ -89,15 +63,10 @@ def _smooth(
     lengths: Tensor,
     summed: bool = False,
 ) -> tuple[Tensor, Tensor]:
-    """Backward smoothing: unary (B, N, T) and pairwise (B, N-1, T, T) marginals, zero on padding;
-    with ``summed``, the pairwise marginals' sum over the batch and the positions (T, T) instead
-    (the gradient of shared transitions), never building the (B, N-1, T, T) array: stacking one
-    cost ~0.7 ms at (64, 49, 17, 17) whenever glibc's allocator had handed its pages back to the
-    system, which it does some calls and not others (the loss took 4.7 or 6.5–7.8 ms, one thread).
-
-    Linear in ``last_marginal``: scaling it scales every output (the backward of ``log Z`` passes
-    its incoming gradient this way).
-    """
+    """Backward smoothing (``kernels.chain``): unary (B, N, T) and pairwise (B, N-1, T, T) marginals,
+    zero on padding; with ``summed``, the pairwise marginals' sum over the batch and the positions
+    (T, T) instead (the gradient of shared transitions), never building the (B, N-1, T, T) array,
+    whose allocation costs more than the sum."""
     active = position_mask(lengths, len(weights) + 1).unsqueeze(-1)
     batch, num_tags = last_marginal.shape
     marginal = last_marginal
@@ -118,11 +87,6 @@ def _smooth(
     if not pairwise:  # N = 1: no arcs
         return unary_t, last_marginal.new_zeros(batch, 0, num_tags, num_tags)
     return unary_t, torch.stack(pairwise[::-1], dim=1)
-
-
-def _last_tag(unary: Tensor, lengths: Tensor) -> Tensor:
-    """(B, T) marginal of each sequence's last tag."""
-    return unary.gather(1, (lengths - 1)[:, None, None].expand(-1, 1, unary.shape[-1])).squeeze(1)
 
 
 class _LogPartition(torch.autograd.Function):
@@ -150,7 +114,7 @@ class _LogPartition(torch.autograd.Function):
             _, last_marginal, weights, sums = _filter(emissions, transitions, lengths, start, end)
         marginal = grad.unsqueeze(-1) * last_marginal
         unary, grad_transitions = _smooth(marginal, weights, sums, lengths, summed=ctx.shared)
-        return unary, grad_transitions, None, unary[:, 0].sum(0), _last_tag(unary, lengths).sum(0)
+        return unary, grad_transitions, None, unary[:, 0].sum(0), last_tag(unary, lengths).sum(0)
 
 
 def log_partition(
@@ -174,11 +138,8 @@ def marginals(
 def viterbi(
     emissions: Tensor, transitions: Tensor, lengths: Tensor, start: Tensor | None, end: Tensor | None
 ) -> tuple[Tensor, Tensor]:
-    """Best score (B,) and best tags (B, N), -1 on padding.
-
-    Back-pointers past a sequence's length point to the same tag, so one backtrace over the
-    whole batch (a gather per position, no per-item loop) carries each last tag through padding.
-    """
+    """Best score (B,) and best tags (B, N), -1 on padding; one backtrace over the whole batch,
+    a gather per position."""
     batch, length, num_tags = emissions.shape
     score = emissions[:, 0] + boundary(start, emissions)
     same_tag = torch.arange(num_tags, device=emissions.device).expand(batch, num_tags)

@@ -3,7 +3,7 @@ need whose torch spelling differs from jax's. ``jax_backend/ops.py`` has the sam
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -99,7 +99,7 @@ def stop_gradient(x: Tensor) -> Tensor:
     return x.detach()
 
 
-# -- added for the SparseMAP kernel (kernels/sparsemap*.py) --------------------------------------
+# -- for the SparseMAP kernels (kernels/sparsemap*.py)
 
 uint8 = torch.uint8
 isfinite = torch.isfinite
@@ -120,3 +120,36 @@ def add_at(x: Tensor, index: Tensor, values: Tensor) -> Tensor:
 def pinv(x: Tensor, hermitian: bool = False) -> Tensor:
     """The Moore–Penrose pseudo-inverse of the last two axes."""
     return torch.linalg.pinv(x, hermitian=hermitian)
+
+
+# -- for the scores, tree, token and mean-field kernels
+isneginf = torch.isneginf
+
+
+def softmax(x: Tensor, axis: int) -> Tensor:
+    return torch.softmax(x, dim=axis)
+
+
+def log_softmax(x: Tensor, axis: int) -> Tensor:
+    return torch.log_softmax(x, dim=axis)
+
+
+def max_argmax(x: Tensor, axis: int) -> tuple[Tensor, Tensor]:
+    """The largest entry along ``axis`` and its index (the first, on ties), in one reduction."""
+    return x.max(axis)
+
+
+def swapaxes(x: Tensor, axis1: int, axis2: int) -> Tensor:
+    return x.transpose(axis1, axis2)
+
+
+# -- for the exact and Bethe kernels
+#: the framework's NumPy-like namespace, for code written against one (``implementations.energies``)
+array_namespace = torch
+xlogy = torch.xlogy
+
+
+def without_gradient(function: Callable[..., Any], *arguments: Any) -> Any:
+    """``function(*arguments)`` with nothing differentiated through it (run under ``no_grad``)."""
+    with torch.no_grad():
+        return function(*arguments)

@@ -58,12 +58,20 @@ CASES = [
     ("concatenate", ([_X, _Y], 0)),
     ("stack", ([_X, _Y], 1)),
     ("stop_gradient", (_X,)),
-    # added for the SparseMAP kernel (kernels/sparsemap*.py)
+    # the SparseMAP kernels
     ("isfinite", (np.where(_MASK, _X, np.inf),)),
     ("add_at", (np.zeros((3, 4)), _I, _Y[:, :2])),
     ("add_at", (np.zeros((3, 4)), np.zeros((3, 2), dtype=np.int64), _Y[:, :2])),  # repeats accumulate
     ("pinv", (_X @ _X.T,)),
     ("pinv", (_X @ _X.T, True)),
+    # the scores, tree, token and mean-field kernels
+    ("isneginf", (np.where(_MASK, _X, -np.inf),)),
+    ("softmax", (_X, 1)),
+    ("log_softmax", (_X, 0)),
+    ("swapaxes", (_X, 0, 1)),
+    # the exact and Bethe kernels
+    ("xlogy", (np.abs(_X), np.abs(_Y))),
+    ("xlogy", (np.where(_MASK, _X, 0.0) ** 2, np.abs(_Y))),  # 0 · log y = 0
 ]
 
 
@@ -106,3 +114,22 @@ def test_min_and_argmin_agree_and_take_the_first_minimum() -> None:
             np.testing.assert_array_equal(np.asarray(backend_arg), value.argmin(1))
     for o in (torch_ops, jax_ops):
         assert o.astype(o.zeros((1,), _to(o.name, _X)), o.uint8).dtype == o.uint8
+
+
+def test_max_argmax_agree() -> None:
+    """The largest entry and its first index, in both namespaces (ties included)."""
+    x = np.array([[1.0, 3.0, 3.0], [2.0, 0.0, 2.0]])
+    for o, array in ((torch_ops, torch.as_tensor(x)), (jax_ops, jnp.asarray(x))):
+        values, indices = o.max_argmax(array, 1)
+        np.testing.assert_array_equal(np.asarray(values), [3.0, 2.0])
+        np.testing.assert_array_equal(np.asarray(indices), [1, 0])
+
+
+def test_without_gradient_and_array_namespace() -> None:
+    """``without_gradient`` calls the function with nothing recorded for differentiation;
+    ``array_namespace`` is the framework's NumPy-like module."""
+    x = torch.ones(3, requires_grad=True)
+    result = torch_ops.without_gradient(lambda a, b: a * b, x, 2.0)
+    assert not result.requires_grad and torch.equal(result, torch.full((3,), 2.0))
+    assert float(jax_ops.without_gradient(lambda a: a.sum(), jnp.ones(3))) == 3.0
+    assert torch_ops.array_namespace is torch and jax_ops.array_namespace is jnp

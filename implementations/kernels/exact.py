@@ -1,10 +1,10 @@
-"""The exact CRF's kernels for any backend and any *engine* that multiplies chain factors.
+"""The exact CRF's kernels for both backends and any *engine* that multiplies chain factors.
 
 An engine is a module with ``log_partition``, ``marginals`` and ``viterbi``, each taking
-``(emissions, transitions, lengths, start, end)``: ``_chain`` runs position by position, ``_tree``
-in a binary tree of depth O(log N). The losses need only ``log Z`` and the backend's
-``gold_score`` and ``mask_emissions`` (its ``_scores``), so ``crf`` and ``crf-scan``, in torch
-and in jax, differ only in the engine.
+``(emissions, transitions, lengths, start, end)``: a backend's ``_chain`` runs position by
+position, its ``_tree`` in a binary tree of depth O(log N). The losses need only ``log Z`` and the
+backend's ``gold_score`` and ``mask_emissions`` (its ``_scores``), so ``crf`` and ``crf-scan``, in
+torch and in jax, differ only in the engine.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Bethe projections (Vilnis et al. 2015; digest §4) for any backend: the marginals μ* of a chain
+"""Bethe projections (Vilnis et al. 2015; digest §4) for both backends: the marginals μ* of a chain
 CRF with a non-local energy ``L`` (``implementations.energies``),
 
     μ* = argmin_{μ ∈ M}  F(μ) = −H_B(μ) − ⟨θ, μ⟩ + L(μ),
@@ -40,57 +40,56 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from ._exact import exact_kernels
-from .energies import Energy, Total, ones_where
-from .solver import BetheOutput
+from .. import ops
+from ..energies import Energy, Total, ones_where
+from ..solver import BetheOutput
+from .exact import exact_kernels
 
 Array = Any  # a torch.Tensor or a jax.Array
 
 
 def bethe_kernels(
-    xp: Any,
-    engine: ModuleType,
-    scores: ModuleType,
-    fixed_point: ModuleType,
-    xlogy: Callable[[Array, Array], Array],
-    without_gradient: Callable[..., Any],
+    engine: ModuleType, scores: ModuleType, fixed_point: ModuleType
 ) -> tuple[Callable[..., Any], ...]:
-    """``(solve, marginals, decode, log_partition, loss, partial_loss)`` for the backend whose array
-    namespace is ``xp``, exact chain ``engine``, ``scores`` helpers, iteration loop (over tuples of
-    arrays), ``xlogy`` and ``without_gradient(function, *arguments)``, which calls ``function``
-    with nothing differentiated through it."""
+    """``(solve, marginals, decode, log_partition, loss, partial_loss)`` for the backend whose
+    exact chain is ``engine``, with its ``scores`` helpers and its iteration loop ``fixed_point``
+    (over tuples of arrays); the arrays' operations come from their ops namespace
+    (``implementations.ops``), the energies get its ``array_namespace``."""
 
     _, crf_decode, _, crf_loss, crf_partial_loss = exact_kernels(engine, scores)
 
     def folded(emissions: Array, lengths: Array, start: Array | None, end: Array | None) -> Array:
         """Emissions (B, N, T) with ``start`` added at the first and ``end`` at the last position."""
+        o = ops.of(emissions)
         length = emissions.shape[1]
         inside = scores.position_mask(lengths, length)
         first = scores.position_mask(0 * lengths + 1, length)
         last = inside & ~scores.position_mask(lengths - 1, length)
-        zeros = xp.zeros_like(emissions)  # (0 · emissions is NaN at -inf)
+        zeros = o.zeros(emissions.shape, emissions)  # (0 · emissions is NaN at -inf)
         if start is not None:
-            emissions = emissions + xp.where(first[..., None], start + zeros, zeros)
+            emissions = emissions + o.where(first[..., None], start + zeros, zeros)
         if end is not None:
-            emissions = emissions + xp.where(last[..., None], end + zeros, zeros)
+            emissions = emissions + o.where(last[..., None], end + zeros, zeros)
         return emissions
 
     def free_energy_terms(theta: tuple[Array, Array], mu: tuple[Array, Array], mask: Array) -> Array:
         """(B,) ``⟨θ, μ⟩ + H_B(μ)``: H_B sums the arcs' entropies and subtracts each position's
         entropy once per arc beyond the first it touches (a position alone counts once)."""
         (emissions, transitions), (unary, pairwise) = theta, mu
-        score = xp.sum(xp.where(unary > 0, emissions * unary, 0 * unary), axis=(1, 2))
-        score = score + xp.sum(xp.where(pairwise > 0, transitions * pairwise, 0 * pairwise), axis=(1, 2, 3))
+        o = ops.of(unary)
+        score = o.where(unary > 0, emissions * unary, 0 * unary).sum((1, 2))
+        score = score + o.where(pairwise > 0, transitions * pairwise, 0 * pairwise).sum((1, 2, 3))
         arcs = mask[:, 1:] * mask[:, :-1]  # (B, N-1)
         edge = 0 * mask[:, :1]
-        degree = xp.concatenate([edge, arcs], axis=1) + xp.concatenate([arcs, edge], axis=1)
-        node_entropy = -xp.sum(xlogy(unary, unary), axis=-1)  # (B, N)
-        arc_entropy = -xp.sum(xlogy(pairwise, pairwise), axis=(2, 3))  # (B, N-1)
-        entropy = xp.sum(arc_entropy, axis=1) - xp.sum((degree - 1) * mask * node_entropy, axis=1)
+        degree = o.concatenate([edge, arcs], 1) + o.concatenate([arcs, edge], 1)
+        node_entropy = -o.xlogy(unary, unary).sum(-1)  # (B, N)
+        arc_entropy = -o.xlogy(pairwise, pairwise).sum((2, 3))  # (B, N-1)
+        entropy = arc_entropy.sum(1) - ((degree - 1) * mask * node_entropy).sum(1)
         return score + entropy
 
     def setup(emissions, transitions, lengths, start, end, energy):
         batch, length, _ = emissions.shape
+        xp = ops.of(emissions).array_namespace
         mask = ones_where(xp, scores.position_mask(lengths, length), emissions[..., 0])  # (B, N)
         theta = (folded(emissions, lengths, start, end), scores.per_position(transitions, batch, length))
         return theta, mask, Total(()) if energy is None else energy
@@ -100,12 +99,13 @@ def bethe_kernels(
         return engine.marginals(theta[0] - shift[0], theta[1] - shift[1], lengths, None, None)
 
     def energy_gradient(energy: Energy, mu, mask):
-        to_unary, to_pairwise = energy.gradient(xp, mu[0], mu[1], mask)
+        to_unary, to_pairwise = energy.gradient(ops.of(mask).array_namespace, mu[0], mu[1], mask)
         return to_unary, 0 * mu[1] if to_pairwise is None else to_pairwise
 
     def value(theta, mu, mask, energy: Energy) -> Array:
         """(B,) ``−F(μ) = ⟨θ, μ⟩ + H_B(μ) − L(μ)`` (``log Z`` when L = 0 at the CRF's marginals)."""
-        return free_energy_terms(theta, mu, mask) - energy.value(xp, mu[0], mu[1], mask)
+        energy_value = energy.value(ops.of(mask).array_namespace, mu[0], mu[1], mask)
+        return free_energy_terms(theta, mu, mask) - energy_value
 
     def expand(values: Array, like: Array) -> Array:
         """(B,) ``values`` shaped to broadcast against ``like`` (B, ...)."""
@@ -120,7 +120,8 @@ def bethe_kernels(
         if solver == "accelerated" and output == "average":
             raise ValueError("output='average' is for rda and md: accelerated RDA's iterate is an average")
         theta, mask, energy = setup(emissions, transitions, lengths, start, end, options["energy"])
-        zeros = (xp.zeros_like(theta[0]), xp.zeros_like(theta[1]))
+        o = ops.of(emissions)
+        zeros = (o.zeros(theta[0].shape, theta[0]), o.zeros(theta[1].shape, theta[1]))
         first = oracle(theta, lengths, zeros)
         count = 0 * mask[:, 0]  # (B,) iterations run, as floats
         # state: (t, dual (ḡ or s), μ_t, running sum of the iterates or accelerated RDA's ν)
@@ -167,12 +168,12 @@ def bethe_kernels(
         def record(new, old):
             """(B,) the largest change of a marginal; with ``history``, (B, 2) beside the value −F
             of the output iterate."""
-            change = xp.amax(xp.abs(new[2][0] - old[2][0]), axis=(1, 2))
+            change = o.amax(o.abs(new[2][0] - old[2][0]), (1, 2))
             if theta[1].shape[1]:  # a batch of single positions has no arcs
-                change = xp.maximum(change, xp.amax(xp.abs(new[2][1] - old[2][1]), axis=(1, 2, 3)))
+                change = o.maximum(change, o.amax(o.abs(new[2][1] - old[2][1]), (1, 2, 3)))
             if not history:
                 return change
-            return xp.stack([change, value(theta, averaged(new), mask, energy)], axis=-1)
+            return o.stack([change, value(theta, averaged(new), mask, energy)], -1)
 
         tolerance = options["tolerance"]
         state, ran, records = fixed_point.iterate_with_errors(
@@ -207,15 +208,15 @@ def bethe_kernels(
         solver's last projection (whose exact marginals are its last iterate) and the derivative of
         ∇L(μ*) in the energy's weights ψ, so that the loss's gradients are Algorithm 3's:
         μ* − S(y) in θ for RDA and MD's last iterate, (∂∇L/∂ψ)ᵀ(S(y) − μ*) in ψ."""
-        mu, last_shift = without_gradient(
+        o = ops.of(emissions)
+        mu, last_shift = o.without_gradient(
             lambda *scores: run(*scores, options, False)[3:5], emissions, transitions, lengths, start, end
         )
         theta, mask, energy = setup(emissions, transitions, lengths, start, end, options["energy"])
         shift = energy_gradient(energy, mu, mask)
         if options["tilt"] == "dual":
-            shift = tuple(
-                g + without_gradient(lambda a, b: a - b, s, g) for g, s in zip(shift, last_shift, strict=True)
-            )
+            pairs = zip(shift, last_shift, strict=True)
+            shift = tuple(g + o.without_gradient(lambda a, b: a - b, s, g) for g, s in pairs)
         return theta[0] - shift[0], theta[1] - shift[1]
 
     def decode(emissions, transitions, lengths, start, end, **options):
