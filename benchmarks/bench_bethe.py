@@ -7,10 +7,9 @@ converged. CPU, torch, one thread (``common.use_device``). The scores are float3
 (1e-7 on a marginal) leaves the registry's 1e-6 too close to call; RDA's O(1/t) steps on random
 energies need far more than its default 40 iterations, hence the larger cap.
 
-What it costs decides its shape. A solve is up to ``ITERATIONS`` forward–backward passes, and one
-pass over the batch's arcs took 0.1–0.2 s at 2^23 arcs but 1.7 s at 2^25 (B = 8, T = 512 or
-N = 256 and T = 128; one thread of the committed 2-core EPYC), so the grid stops at ``ELEMENT_CAP``
-arcs, below the profile's general cap. The iterations and the share converged do not depend on
+What it costs decides its shape. A solve is up to ``ITERATIONS`` forward–backward passes, and a
+pass slows sharply past a few million arcs (docs/benchmarks.md, "Why the benchmarks are shaped
+so"), so the grid stops at ``ELEMENT_CAP`` arcs, below the profile's general cap. The iterations and the share converged do not depend on
 timing, so ``setup_cache`` solves every combination once for both ``track_*`` benchmarks, and
 ``time_solve`` times fresh solves without a warm-up (each sample is already hundreds of passes).
 """

@@ -19,14 +19,13 @@ arcs too: the sweep takes a sequence's iterations together, so that where a sequ
 the cache (16.7 MB at N = 256, T = 128, in a 32 MB L3) its later iterations read from there, and
 its rate can pass the memory's.
 
-IBP's traffic is almost all reads, and one thread reads at most ~31–33 GB/s here against ~48
-GB/s streamed (read plus written; ~40 against ~64 on the host before 2026-11-27), so
-``track_read_bandwidth`` (a large sum) gives the bound that a read-bound kernel can reach; the
-report shows IBP's share of both.
+IBP's traffic is almost all reads, and one thread reads markedly slower than it streams (read
+plus written), so ``track_read_bandwidth`` (a large sum) gives the bound that a read-bound kernel
+can reach; the report shows IBP's share of both.
 
-Everything runs on one thread, the streaming passes included (:func:`common.use_device`): until
-2026-11-26 XLA's CPU pool kept both cores of the 2-core machine for JAX's pass, which put the
-roofline at twice a thread's bandwidth (115 against 64 GB/s).
+Everything runs on one thread, the streaming passes included (:func:`common.use_device`): a pass
+on more threads than the timed kernels would put the roofline at a multiple of what one thread
+can reach.
 """
 
 from __future__ import annotations
@@ -59,9 +58,8 @@ STREAM_ELEMENTS = {"cpu": 2**26, "gpu": 2**28}  # 256 MiB and 1 GiB of float32: 
 BYTES_PER_ARC_ITERATION = {"log": 2 * 2 * 4, "scaling": 2 * 4, "sweep": 4}
 FORM = registry.BCRF.default("form", "marginals")  # the form ``bcrf-10`` runs
 #: The two iteration counts whose times' difference is IBP's: 40 iterations apart, so that the
-#: set-up's and read-off's jitter (a few ms of the ~0.3 s they take at (8, 256, 128)) weighs a
-#: quarter of what it did 10 apart, where one process read torch at 25–38 GB/s and JAX at 25–34
-#: in successive calls (2026-11-26, at df2cfe4).
+#: jitter of the set-up and read-off (which both times contain) weighs little against the
+#: difference (docs/benchmarks.md, "Why the benchmarks are shaped so").
 ITERATIONS = (10, 50)
 
 
@@ -171,8 +169,8 @@ class MemoryBandwidth:
 
 def _fastest_alternated(*calls: Callable[[], Any], rounds: int = 9) -> list[float]:
     """The fastest of ``rounds`` timed calls of each of ``calls``, taken in turn, so that a slow
-    spell meets them alike: IBP's rate is the difference of two such times, and timing each in its
-    own block once gave JAX 65 GB/s at (8, 256, 128) where alternated calls give 34–36 (5ff1852)."""
+    spell meets them alike: IBP's rate is the difference of two such times, which blocks of one
+    call each would skew (docs/benchmarks.md, "Why the benchmarks are shaped so")."""
     fastest = [math.inf] * len(calls)
     for _ in range(rounds):
         for k, call in enumerate(calls):
