@@ -9,9 +9,10 @@ energies need far more than its default 40 iterations, hence the larger cap.
 
 What it costs decides its shape. A solve is up to ``ITERATIONS`` forward–backward passes, and a
 pass slows sharply past a few million arcs (docs/benchmarks.md, "Why the benchmarks are shaped
-so"), so the grid stops at ``ELEMENT_CAP`` arcs, below the profile's general cap. The iterations and the share converged do not depend on
-timing, so ``setup_cache`` solves every combination once for both ``track_*`` benchmarks, and
-``time_solve`` times fresh solves without a warm-up (each sample is already hundreds of passes).
+so"), so the grid stops at ``ELEMENT_CAP`` arcs, below the profile's general cap. The iterations
+and the share converged do not depend on timing, so ``setup_cache`` solves every combination once
+for both ``track_*`` benchmarks, and ``time_solve`` times fresh solves without a warm-up (each
+sample is already hundreds of passes).
 """
 
 from __future__ import annotations
