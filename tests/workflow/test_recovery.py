@@ -25,7 +25,7 @@ from tests.workflow.pipeline import SNAKEMAKE, copy_workflow, environment, snake
 
 pytestmark = pytest.mark.skipif(not SNAKEMAKE.exists(), reason="snakemake not installed (extra: pipeline)")
 
-SMOKE = ("--cores", "2", "--configfile", "config/smoke.yaml")  # the README's smoke command
+SMOKE = ("--cores", "2", "--configfile", "config/smoke.yaml")  # the smoke command (docs/pipeline.md)
 RESULTS = Path("results/smoke")
 PIPELINE_TIMEOUT = 1200
 
