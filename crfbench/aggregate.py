@@ -62,7 +62,7 @@ def aggregate(files: Sequence[Path], out_file: Path) -> pd.DataFrame:
     """
     if not files:
         raise ValueError("aggregate: no input files")
-    tables = []
+    tables: list[pd.DataFrame] = []
     for path in files:
         table = _read(Path(path))
         if tables and list(table.columns) != list(tables[0].columns):

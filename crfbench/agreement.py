@@ -115,6 +115,9 @@ def make_instance(length: int, num_tags: int, neg_inf: bool, seed: int) -> Insta
     )
     allowed = rng.random((BATCH, length, num_tags)) < 0.5
     np.put_along_axis(allowed, np.maximum(chain.gold, 0)[..., None], True, axis=-1)
+    # random_batch draws start and end scores by default (start=True, end=True)
+    if chain.start is None or chain.end is None:
+        raise RuntimeError("random_batch drew no start or end scores")
     return Instance(
         chain.emissions, chain.transitions, chain.lengths, chain.start, chain.end, chain.gold, allowed
     )
@@ -172,7 +175,10 @@ def run_backend(
 ) -> dict[tuple[str, str], np.ndarray]:
     """Every contract function of ``method`` in ``backend``: {(function, quantity): array}."""
     module = implementations.get(method, backend)
-    scores = [from_numpy(a, backend, dtype) for a in (instance.emissions, instance.transitions)]
+    scores = (
+        from_numpy(instance.emissions, backend, dtype),
+        from_numpy(instance.transitions, backend, dtype),
+    )
     lengths = from_numpy(instance.lengths, backend)
     boundary = {
         "start": from_numpy(instance.start, backend, dtype),

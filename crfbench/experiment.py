@@ -8,6 +8,7 @@ import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -106,6 +107,7 @@ def mean_support(
     solve = Inference("sparsemap", "solve", {})
     paths = 0
     for indices in length_sorted_batches(sentences, batch_size):
-        result = solve(score_batch(scorer, select(sentences, indices), tagset, device))
+        # solve returns SparseMAP's result (its .weights), not the Tensor Inference declares
+        result: Any = solve(score_batch(scorer, select(sentences, indices), tagset, device))
         paths += int((result.weights > 0).sum())
     return paths / len(sentences)

@@ -96,7 +96,7 @@ def _default_mode() -> int:
     return 0o666 & ~umask
 
 
-def _replace_with(path: Path, write: Callable[[Path], None]) -> None:
+def _replace_with(path: Path, write: Callable[[Path], object]) -> None:
     """Write through a temporary file in the same folder, then rename it onto ``path``.
 
     A writer killed outright (SIGKILL, or SIGTERM's default action: no ``except`` runs) leaves its
@@ -138,7 +138,7 @@ def write_json(path: Path, value: Any) -> None:
     write_atomic(path, json.dumps(value, indent=2, sort_keys=False, default=str) + "\n")
 
 
-def save_atomic(path: Path, save: Callable[[Path], None]) -> None:
+def save_atomic(path: Path, save: Callable[[Path], object]) -> None:
     """Run ``save(temporary_path)`` (e.g. a figure's ``savefig``) and move the result onto ``path``."""
     _replace_with(Path(path), save)
 

@@ -47,9 +47,15 @@ Setting = tuple[str, int, float | None, float | None, str | None]
 
 def settings() -> list[Setting]:
     """Every setting swept."""
-    bcrf = [("bcrf", k, temperature, None, None) for temperature in TEMPERATURES for k in ITERATIONS]
-    meanfield = [("meanfield", k, None, penalty, None) for penalty in PENALTIES for k in ITERATIONS]
-    sparsemap = [("sparsemap", k, None, None, solver) for solver in SPARSEMAP_SOLVERS for k in ITERATIONS]
+    bcrf: list[Setting] = [
+        ("bcrf", k, temperature, None, None) for temperature in TEMPERATURES for k in ITERATIONS
+    ]
+    meanfield: list[Setting] = [
+        ("meanfield", k, None, penalty, None) for penalty in PENALTIES for k in ITERATIONS
+    ]
+    sparsemap: list[Setting] = [
+        ("sparsemap", k, None, None, solver) for solver in SPARSEMAP_SOLVERS for k in ITERATIONS
+    ]
     return bcrf + meanfield + sparsemap
 
 
@@ -109,7 +115,11 @@ def sweep(
                 total = values if isinstance(values, float) else float(values.sum())
                 diagnostics[setting][name] = diagnostics[setting].get(name, 0.0) + total
     gold = [sentence.tags for sentence in sentences]
-    run = {"dataset": config.dataset, "encoder_name": config.encoder_name, "loss": config.loss}
+    run: dict[str, Any] = {
+        "dataset": config.dataset,
+        "encoder_name": config.encoder_name,
+        "loss": config.loss,
+    }
     run |= {"seed": config.seed, "sentences": len(sentences)}
     rows = []
     for setting in grid:

@@ -72,6 +72,8 @@ def train(
     tagset = dataset.tagset
     loss_function = training_loss(config.loss, config.loss_iterations)
     selection = config.selection_decoder or NATURAL_DECODER[config.loss]
+    if selection is None:  # every loss of LOSS_USES names its natural decoder
+        raise ValueError(f"loss {config.loss!r} has no natural decoder: give selection_decoder")
     metric = PRIMARY_METRIC[dataset.task]
 
     torch.manual_seed(config.seed)

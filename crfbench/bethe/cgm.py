@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -91,7 +92,8 @@ def synthetic(
     cells = np.bincount(rng.choice(len(rows), size=population, p=np.exp(initial)), minlength=len(rows))
     counts = [rng.poisson(detection * cells)]
     for _ in range(steps - 1):
-        cells = sum(rng.multinomial(n, probabilities[i]) for i, n in enumerate(cells) if n)
+        # a sum of arrays: the population (> 0) leaves some cell occupied, so never the start 0
+        cells = cast(np.ndarray, sum(rng.multinomial(n, probabilities[i]) for i, n in enumerate(cells) if n))
         counts.append(rng.poisson(detection * cells))
     return CGM(initial, np.log(probabilities), np.stack(counts).astype(float), population, detection)
 
@@ -131,7 +133,8 @@ def bethe_rda(cgm: CGM, *, tolerance: float = 1e-7, iterations: int = 2000, beta
     }
     energy = PoissonCounts(torch.tensor(cgm.counts[None]), cgm.detection * cgm.population, 1 / cgm.population)
     start = time.perf_counter()
-    out = method.solve(
+    # the contract's Protocols type the scores positional-only; the kernels take keywords too
+    out = method.solve(  # type: ignore[call-arg]
         **arrays, energy=energy, solver="rda", beta=beta, iterations=iterations, tolerance=tolerance
     )
     seconds = time.perf_counter() - start
@@ -194,6 +197,9 @@ def interior_point(cgm: CGM) -> Solution:
     seconds = time.perf_counter() - start
     if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
         raise RuntimeError(f"Clarabel ended with status {problem.status!r} on the CGM with {cells} cells")
+    iterations = problem.solver_stats.num_iters
+    if x.value is None or iterations is None:  # set by an optimal solve
+        raise RuntimeError(f"Clarabel left no solution or iteration count on the CGM with {cells} cells")
     pairwise = np.clip(x.value / k, 0.0, None).reshape(steps - 1, cells, cells)
     unary = np.concatenate([pairwise.sum(2), pairwise[-1:].sum(1)])
     return Solution(
@@ -201,7 +207,7 @@ def interior_point(cgm: CGM) -> Solution:
         pairwise,
         objective(cgm, unary, pairwise),
         seconds,
-        int(problem.solver_stats.num_iters),
+        int(iterations),
         problem.status == cp.OPTIMAL,
     )
 

@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -134,6 +134,9 @@ class ChainCRF(torch.nn.Module):
     """Hashed-feature emissions ``Σ_f W[f]`` (an EmbeddingBag (buckets, T)), transitions (T, T),
     start and end scores (T,), all learned from zero, plus the fixed BIO masks."""
 
+    forbidden_transitions: torch.Tensor  # buffers, registered in __init__
+    forbidden_start: torch.Tensor
+
     def __init__(self, tags: Sequence[str], buckets: int) -> None:
         super().__init__()
         size = len(tags)
@@ -186,7 +189,8 @@ def train_baseline(
 
     def loss(batch: Batch) -> torch.Tensor:
         _, features, lengths, tags = batch
-        return crf.loss(**model.scores(features, lengths), tags=tags)
+        # the contract's Protocols type the scores positional-only; the kernels take keywords too
+        return crf.loss(**model.scores(features, lengths), tags=tags)  # type: ignore[call-arg]
 
     return fit(
         list(model.parameters()),
@@ -265,13 +269,14 @@ def learn_penalties(
 
     def loss(batch: Batch) -> torch.Tensor:
         _, features, lengths, tags = batch
-        return bethe.loss(**model.scores(features, lengths), tags=tags, **options)
+        # the contract's Protocols type the scores positional-only; the kernels take keywords too
+        return bethe.loss(**model.scores(features, lengths), tags=tags, **options)  # type: ignore[call-arg]
 
     def dev_score() -> float:
         frozen = bethe_options(
             candidates.energy(weights.detach()), settings.learning_iterations, settings.tolerance
         )
-        decode = lambda **scores: bethe.decode(**scores, **frozen)  # noqa: E731
+        decode = lambda **scores: bethe.decode(**scores, **frozen)  # type: ignore[call-arg]  # noqa: E731
         return segment_f1(dev.gold, decode_all(model, dev, scheme, decode, settings.batch_size))
 
     curve = fit(
@@ -295,7 +300,7 @@ def iterations_to_converge(errors: torch.Tensor, tolerance: float, cap: int) -> 
     """From ``solve``'s errors (iterations, B) (NaN where not run): per citation the first iteration
     whose change is ≤ ``tolerance`` and whether there is one (else ``cap``, False)."""
     below = (errors <= tolerance).numpy()  # NaN compares False
-    converged = below.any(axis=0)
+    converged = cast(np.ndarray, below.any(axis=0))  # (B,): any over axis 0 of a 2-D array
     first = np.where(converged, below.argmax(axis=0) + 1, cap)
     return first, converged
 
@@ -314,7 +319,9 @@ def convergence_table(
     options = bethe_options(energy, settings.iterations, min(tolerances))
     with torch.no_grad():
         for rows, features, lengths, _ in batches(test, settings.batch_size):
-            errors = bethe.solve(**model.scores(features, lengths), **options).errors  # (iterations, B)
+            # the contract's Protocols type the scores positional-only; the kernels take keywords too
+            scores = model.scores(features, lengths)
+            errors = bethe.solve(**scores, **options).errors  # type: ignore[call-arg]  # (iterations, B)
             for k, tolerance in enumerate(tolerances):
                 iterations[k, rows], converged[k, rows] = iterations_to_converge(
                     errors, tolerance, settings.iterations
@@ -340,7 +347,7 @@ def nonlocal_labels(
     """Every citation's labels by the ``bethe`` decoder with the solver capped at ``iterations``."""
     bethe = implementations.get("bethe", "torch")
     options = bethe_options(energy, iterations, settings.tolerance)
-    decode = lambda **scores: bethe.decode(**scores, **options)  # noqa: E731
+    decode = lambda **scores: bethe.decode(**scores, **options)  # type: ignore[call-arg]  # noqa: E731
     return decode_all(model, data, scheme, decode, settings.batch_size)
 
 
@@ -486,5 +493,7 @@ def run(
 ) -> dict[str, pd.DataFrame]:
     """:func:`experiment` on the UMass citation files under the data dir (``data_dir``, else
     ``$CRFBENCH_DATA``; markup repaired)."""
-    splits = {split: read_split(data_dir, split) for split in ("train", "dev", "test")}
+    splits: dict[str, Sequence[Citation]] = {
+        split: read_split(data_dir, split) for split in ("train", "dev", "test")
+    }
     return experiment(splits, settings, seed)

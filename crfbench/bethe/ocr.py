@@ -52,6 +52,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -177,7 +178,7 @@ def early_stopped(
     loss: Callable[[Words], Tensor],
     predict: Callable[[Words], Tensor],
     data: tuple[Words, Words, Settings, int],
-    **options: object,
+    **options: Any,
 ) -> Curve:
     """How every model of a fold trains: ``fit`` of ``parameters`` on ``loss`` over the shuffled
     minibatches of ``data`` = (train, dev, settings, seed), stopped early on the dev character
@@ -247,12 +248,13 @@ def train_templates(
             "tilt": settings.tilt,
         }
 
+    # the contract's Protocols type the scores positional-only; the kernels take keywords too
     def predict(words: Words) -> Tensor:
-        return bethe.decode(**inputs(words))
+        return bethe.decode(**inputs(words))  # type: ignore[call-arg]  # scores by keyword
 
     curve = early_stopped(
         chain.parameters() + psi.parameters(),
-        lambda words: bethe.loss(**inputs(words), tags=words.tags),
+        lambda words: bethe.loss(**inputs(words), tags=words.tags),  # type: ignore[call-arg]
         predict,
         (train, dev, settings, seed),
         epochs=settings.template_epochs,
@@ -271,7 +273,7 @@ def solver_iterations(inputs: Callable[[Words], dict[str, object]], words: Words
     counts = []
     with torch.no_grad():
         for chunk in words.chunks():
-            out = bethe.solve(**inputs(chunk))
+            out = bethe.solve(**inputs(chunk))  # type: ignore[call-arg]  # scores by keyword
             within = out.errors[: int(out.iterations)] <= tolerance  # (iterations run, B)
             first = within.float().argmax(0) + 1
             counts.append(torch.where(within.any(0), first, within.shape[0]).float())
@@ -411,6 +413,8 @@ def run_fold(
         elif model == CLASSIFIER:
             trained = train_classifier(bank, train, dev, settings, seed)
         else:
+            if base is None:  # MODELS[0] is BASE: trained first whenever a chain model is
+                raise RuntimeError("the base chain model was not trained first")
             trained = train_templates(model, base, bank, train, dev, settings, seed)
         if model in settings.models:
             summary, counts = row(test_fold, model, trained, test, settings, start)

@@ -56,10 +56,12 @@ class Settings:
 
 def objective_class(backend: str) -> type:
     if backend == "jax":
-        from .jax_objective import Objective
-    else:
-        from .torch_objective import Objective
-    return Objective
+        from . import jax_objective
+
+        return jax_objective.Objective
+    from . import torch_objective
+
+    return torch_objective.Objective
 
 
 def decode(corpus: FeatureCorpus, x: np.ndarray, tag_names: tuple[str, ...]) -> list[list[str]]:
@@ -113,14 +115,20 @@ def train(
     gold = [list(s.tags) for s in dataset.test]
     traces, summary = [], []
     for solver in settings.solvers:
-        if solver == "lbfgs-optax" and on_jax is None:
-            on_jax = objective_class("jax")(corpus, settings.sigma)
+        solver_objective = objective
+        if solver == "lbfgs-optax":
+            if on_jax is None:
+                on_jax = objective_class("jax")(corpus, settings.sigma)
+            solver_objective = on_jax
+        report: Callable[[dict[str, float]], None] | None = (
+            None if progress is None else (lambda row, solver=solver: progress(solver, row))
+        )
         run = run_solver(
             solver,
-            on_jax if solver == "lbfgs-optax" else objective,
+            solver_objective,
             budget,
             crfsuite_data=crfsuite_data,
-            progress=None if progress is None else (lambda row, solver=solver: progress(solver, row)),
+            progress=report,
         )
         traces.append(pd.DataFrame(run.rows).assign(solver=solver))
         final_value, final_gradient = objective.value_and_gradient(run.x)  # recomputed by our code

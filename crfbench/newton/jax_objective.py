@@ -9,6 +9,7 @@ checks and never switches on itself.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import jax
 import jax.numpy as jnp
@@ -140,7 +141,8 @@ class Objective(problem.Objective):
     """Eq. 3.1 on a corpus in jax, as ``torch_objective.Objective`` (same methods, counts and results)."""
 
     def __init__(self, corpus: FeatureCorpus, sigma: float, max_tokens: int = 8192):
-        if not jax.config.jax_enable_x64:
+        # the flag is an attribute of jax.config at run time, absent from its stubs
+        if not jax.config.jax_enable_x64:  # type: ignore[attr-defined]
             raise ValueError(
                 "the jax objective is float64: call jax.config.update('jax_enable_x64', True) first"
             )
@@ -162,10 +164,14 @@ class Objective(problem.Objective):
     def _sweeps(self, flat: jax.Array) -> tuple[jax.Array, jax.Array, list[_Sweep]]:
         weights, transitions = self.layout.split(flat)
         sweeps = [_sweep(d.emissions(weights), transitions, d) for d in self.data]
-        expected_w = sum(
-            d.scatter(s.node, self.layout.num_attributes) for d, s in zip(self.data, sweeps, strict=True)
+        # sums of arrays over a nonempty corpus: arrays, never the start 0
+        expected_w = cast(
+            jax.Array,
+            sum(
+                d.scatter(s.node, self.layout.num_attributes) for d, s in zip(self.data, sweeps, strict=True)
+            ),
         )
-        expected_a = sum(s.pair().sum((0, 1)) for s in sweeps)
+        expected_a = cast(jax.Array, sum(s.pair().sum((0, 1)) for s in sweeps))
         expected = jnp.concatenate([expected_w.ravel(), expected_a.ravel()])
         log_z = sum(s.log_z.sum() for s in sweeps)
         value = flat @ flat / (2 * self.sigma**2) + log_z - flat @ self.gold
@@ -177,10 +183,12 @@ class Objective(problem.Objective):
             _tangent(s, d.mask, d.emissions(tangent_w), tangent_a)
             for d, s in zip(self.data, sweeps, strict=True)
         ]
-        node = sum(
-            d.scatter(n, self.layout.num_attributes) for d, (n, _) in zip(self.data, parts, strict=True)
+        # sums of arrays over a nonempty corpus: arrays, never the start 0
+        node = cast(
+            jax.Array,
+            sum(d.scatter(n, self.layout.num_attributes) for d, (n, _) in zip(self.data, parts, strict=True)),
         )
-        pair = sum(p for _, p in parts)
+        pair = cast(jax.Array, sum(p for _, p in parts))
         return tangent / self.sigma**2 + jnp.concatenate([node.ravel(), pair.ravel()])
 
     def _value(self, x: np.ndarray) -> float:

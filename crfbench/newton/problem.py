@@ -61,7 +61,8 @@ def buckets(corpus: FeatureCorpus, max_tokens: int = 8192) -> list[Bucket]:
         raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
     starts = np.concatenate([[0], np.cumsum(corpus.lengths)])
     order = np.argsort(corpus.lengths, kind="stable")
-    result, chosen = [], []
+    result: list[Bucket] = []
+    chosen: list[int] = []
     for sentence in order:
         longest = corpus.lengths[sentence]  # sorted: the newest is the longest
         if chosen and (len(chosen) + 1) * longest > max_tokens:
@@ -141,6 +142,8 @@ class Objective(ABC):
         this λ (run again if it was elsewhere)."""
         if self._linearized is None or not np.array_equal(self._linearized[0], x):
             self.value_and_gradient(x)
+        if self._linearized is None:  # set by value_and_gradient
+            raise RuntimeError("value_and_gradient left no linearization")
         self.counts["hvp"] += 1
         return self._hvp_at(self._linearized[1], v)
 

@@ -131,7 +131,7 @@ def run_solver(
             callback=lambda x, it: tracer.record(x, it.objective, it.gradient_norm),
         )
     elif solver in ("lbfgs", "trust-ncg"):
-        _scipy(solver, objective, x0, budget, tracer, np.linalg.norm(gradient0))
+        _scipy(solver, objective, x0, budget, tracer, float(np.linalg.norm(gradient0)))
     elif solver == "lbfgs-optax":
         _optax_lbfgs(objective, x0, budget, tracer, float(np.linalg.norm(gradient0)))
     elif solver == "crfsuite":
@@ -155,7 +155,8 @@ def _scipy(
 
     def callback(intermediate_result: scipy.optimize.OptimizeResult) -> None:
         x = intermediate_result.x
-        if not np.array_equal(last.get("x"), x):  # not where it last evaluated: measure off the clock
+        # not where it last evaluated: measure off the clock
+        if "x" not in last or not np.array_equal(last["x"], x):
             tracer.untimed(lambda: value_and_gradient(x))
         tracer.record(x.copy(), last["value"], float(np.linalg.norm(last["gradient"])))
 

@@ -98,13 +98,15 @@ def _forward(
         normaliser = torch.logsumexp(step, -1)
         log_z = log_z + torch.where(active[:, 0], normaliser, 0.0)
         alpha.append(torch.where(active, step - normaliser[:, None], alpha[-1]))
-        if keep:
+        if q is not None:  # keep
             q[:, t] = torch.softmax(scores, 1) * active[:, :, None]
     return torch.stack(alpha, 1), q, log_z
 
 
 def _sweep(emissions: Tensor, transitions: Tensor, data: _Data) -> _Sweep:
     log_alpha, q, log_z = _forward(emissions, transitions, data, keep=True)
+    if q is None:  # keep=True
+        raise RuntimeError("_forward kept no q")
     batch, length, num_tags = emissions.shape
     beta = [emissions.new_zeros(batch, num_tags)]  # normalised log β, as log α
     r = emissions.new_zeros(batch, length, num_tags, num_tags)
