@@ -187,14 +187,16 @@ def run_backend(
     options = agreement_options(method, instance.emissions.shape[-1], lambda a: from_numpy(a, backend, dtype))
     tags = from_numpy(instance.tags, backend)
     allowed = from_numpy(instance.allowed, backend)
-    unary, pairwise = module.marginals(*scores, lengths, **boundary, **options)
+    emissions, transitions = scores
+    keywords: dict[str, Any] = {**boundary, **options}
+    unary, pairwise = module.marginals(emissions, transitions, lengths, **keywords)
     results = {
         ("marginals", "unary"): unary,
         ("marginals", "pairwise"): pairwise,
-        ("decode", "tags"): module.decode(*scores, lengths, **boundary, **options),
-        ("loss", "value"): module.loss(*scores, lengths, tags, **boundary, **options),
-        ("partial_loss", "value"): module.partial_loss(*scores, lengths, allowed, **boundary, **options),
-        ("log_partition", "value"): module.log_partition(*scores, lengths, **boundary, **options),
+        ("decode", "tags"): module.decode(emissions, transitions, lengths, **keywords),
+        ("loss", "value"): module.loss(emissions, transitions, lengths, tags, **keywords),
+        ("partial_loss", "value"): module.partial_loss(emissions, transitions, lengths, allowed, **keywords),
+        ("log_partition", "value"): module.log_partition(emissions, transitions, lengths, **keywords),
     }
     return {key: to_numpy(value) for key, value in results.items()}
 

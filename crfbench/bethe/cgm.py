@@ -134,7 +134,7 @@ def bethe_rda(cgm: CGM, *, tolerance: float = 1e-7, iterations: int = 2000, beta
     energy = PoissonCounts(torch.tensor(cgm.counts[None]), cgm.detection * cgm.population, 1 / cgm.population)
     start = time.perf_counter()
     # the contract's Protocols type the scores positional-only; the kernels take keywords too
-    out = method.solve(  # type: ignore[call-arg]
+    out = method.solve(
         **arrays, energy=energy, solver="rda", beta=beta, iterations=iterations, tolerance=tolerance
     )
     seconds = time.perf_counter() - start

@@ -190,7 +190,7 @@ def train_baseline(
     def loss(batch: Batch) -> torch.Tensor:
         _, features, lengths, tags = batch
         # the contract's Protocols type the scores positional-only; the kernels take keywords too
-        return crf.loss(**model.scores(features, lengths), tags=tags)  # type: ignore[call-arg]
+        return crf.loss(**model.scores(features, lengths), tags=tags)
 
     return fit(
         list(model.parameters()),
@@ -270,13 +270,13 @@ def learn_penalties(
     def loss(batch: Batch) -> torch.Tensor:
         _, features, lengths, tags = batch
         # the contract's Protocols type the scores positional-only; the kernels take keywords too
-        return bethe.loss(**model.scores(features, lengths), tags=tags, **options)  # type: ignore[call-arg]
+        return bethe.loss(**model.scores(features, lengths), tags=tags, **options)
 
     def dev_score() -> float:
         frozen = bethe_options(
             candidates.energy(weights.detach()), settings.learning_iterations, settings.tolerance
         )
-        decode = lambda **scores: bethe.decode(**scores, **frozen)  # type: ignore[call-arg]  # noqa: E731
+        decode = lambda **scores: bethe.decode(**scores, **frozen)  # noqa: E731
         return segment_f1(dev.gold, decode_all(model, dev, scheme, decode, settings.batch_size))
 
     curve = fit(
@@ -321,7 +321,7 @@ def convergence_table(
         for rows, features, lengths, _ in batches(test, settings.batch_size):
             # the contract's Protocols type the scores positional-only; the kernels take keywords too
             scores = model.scores(features, lengths)
-            errors = bethe.solve(**scores, **options).errors  # type: ignore[call-arg]  # (iterations, B)
+            errors = bethe.solve(**scores, **options).errors  # (iterations, B)
             for k, tolerance in enumerate(tolerances):
                 iterations[k, rows], converged[k, rows] = iterations_to_converge(
                     errors, tolerance, settings.iterations
@@ -347,7 +347,7 @@ def nonlocal_labels(
     """Every citation's labels by the ``bethe`` decoder with the solver capped at ``iterations``."""
     bethe = implementations.get("bethe", "torch")
     options = bethe_options(energy, iterations, settings.tolerance)
-    decode = lambda **scores: bethe.decode(**scores, **options)  # type: ignore[call-arg]  # noqa: E731
+    decode = lambda **scores: bethe.decode(**scores, **options)  # noqa: E731
     return decode_all(model, data, scheme, decode, settings.batch_size)
 
 

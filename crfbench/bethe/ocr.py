@@ -250,11 +250,11 @@ def train_templates(
 
     # the contract's Protocols type the scores positional-only; the kernels take keywords too
     def predict(words: Words) -> Tensor:
-        return bethe.decode(**inputs(words))  # type: ignore[call-arg]  # scores by keyword
+        return bethe.decode(**inputs(words))
 
     curve = early_stopped(
         chain.parameters() + psi.parameters(),
-        lambda words: bethe.loss(**inputs(words), tags=words.tags),  # type: ignore[call-arg]
+        lambda words: bethe.loss(**inputs(words), tags=words.tags),
         predict,
         (train, dev, settings, seed),
         epochs=settings.template_epochs,
@@ -273,7 +273,7 @@ def solver_iterations(inputs: Callable[[Words], dict[str, object]], words: Words
     counts = []
     with torch.no_grad():
         for chunk in words.chunks():
-            out = bethe.solve(**inputs(chunk))  # type: ignore[call-arg]  # scores by keyword
+            out = bethe.solve(**inputs(chunk))
             within = out.errors[: int(out.iterations)] <= tolerance  # (iterations run, B)
             first = within.float().argmax(0) + 1
             counts.append(torch.where(within.any(0), first, within.shape[0]).float())
