@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import matplotlib
 
@@ -14,6 +15,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.artist import Artist  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
@@ -156,7 +158,7 @@ def iteration_figures(scores: pd.DataFrame, paper: Paper, out_dir: Path) -> list
             _iteration_panel(axis, stats, quoted, encoder)
         metric = _metric_label(dataset)
         axes[0][0].set_ylabel(f"test {metric} (%)")
-        handles = {}
+        handles: dict[str, Artist] = {}
         for axis in axes[0]:
             handles |= dict(zip(*reversed(axis.get_legend_handles_labels()), strict=True))
         figure.legend(handles.values(), handles.keys(), fontsize="small", loc="outside right center")
@@ -237,7 +239,9 @@ def speedup_figure(table: Table, path: Path) -> list[Drawn]:
     width = 0.8 / len(rows)
     figure, axes = subplots(1, 1, (max(7.0, 0.6 * (len(columns) + len(claims)) + 3.5), 4.6))
     axis = axes[0][0]
-    seeds, rounds, statuses = [], [], set()
+    seeds: list[int] = []
+    rounds: list[int] = []
+    statuses: set[str] = set()
     for i, row in enumerate(rows):
         color, offset = f"C{i}", (i - (len(rows) - 1) / 2) * width
         for j in range(len(columns)):
@@ -246,7 +250,7 @@ def speedup_figure(table: Table, path: Path) -> list[Drawn]:
                 continue
             if cell.ours is not None:
                 seeds.append(cell.ours.n)
-                rounds.append(cell.ours.rounds)
+                rounds.append(cast(int, cell.ours.rounds))  # a speed-up's Stat always has its rounds
                 axis.plot(x, cell.ours.mean, "o", color=color, markersize=5, zorder=3)
                 if cell.ours.interval is not None:
                     low, high = cell.ours.interval  # drawn as is: the mean need not be its midpoint

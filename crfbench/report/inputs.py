@@ -32,7 +32,7 @@ def read_results(
     return table
 
 
-def read_table(results_dir: Path, relative: Path, columns: tuple[str, ...]) -> pd.DataFrame | None:
+def read_table(results_dir: Path, relative: str | Path, columns: tuple[str, ...]) -> pd.DataFrame | None:
     """An experiment's table ``results_dir / relative`` checked for ``columns`` (ValueError naming
     the file and the missing ones), or None when the experiment did not run."""
     path = Path(results_dir) / relative

@@ -37,8 +37,8 @@ from .claims import (
     RESAMPLES,
     SUMMARY_COLUMNS,
     VERDICT_RULE,
+    AccuracyClaim,
     CgmClaim,
-    Claim,
     HvCostClaim,
     NewtonSolverClaim,
     SolverClaim,
@@ -286,8 +286,11 @@ def _speed_status(spec: SpeedClaim, gpu: bool, timing: pd.DataFrame) -> dict[str
     return _status(where + _range(ratios, "x{:.2f}"), len(ratios), overall_verdict(verdicts))
 
 
-def _no_cell_reason(spec: Claim) -> str:
-    """Why a claim has no cell in this profile: what it needs that was not run."""
+def _no_cell_reason(
+    spec: AccuracyClaim | SparsityClaim | SolverClaim | CgmClaim | HvCostClaim | NewtonSolverClaim,
+) -> str:
+    """Why a claim has no cell in this profile: what it needs that was not run (a speed claim
+    always has its status from the timing table, never from cells)."""
     if isinstance(spec, HvCostClaim):
         return "the Newton cost sweep (crfbench newton cost) did not run in this profile"
     if isinstance(spec, NewtonSolverClaim):

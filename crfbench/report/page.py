@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -95,6 +96,10 @@ def table_file(table: Table, extension: str) -> Path:
     return Path("tables") / f"{table.spec.stem}.{extension}"
 
 
+def _table_link(table: Table, extension: str) -> str:
+    return table_file(table, extension).as_posix()
+
+
 def _html_frame(frame: pd.DataFrame) -> str:
     head = "".join(f"<th>{html.escape(str(name))}</th>" for name in frame.columns)
     rows = "".join(
@@ -150,7 +155,7 @@ def index_html(report: Report) -> str:
         html_fragment(
             table,
             report.notes.get(table.spec.id, ()),
-            lambda extension, table=table: table_file(table, extension).as_posix(),
+            partial(_table_link, table),
         )
         for table in report.tables
     ]

@@ -85,7 +85,7 @@ def _row_label(table: Table, index: int) -> str:
 def legend(table: Table) -> list[str]:
     """Explanations of the marks that occur in ``table``."""
     statuses = {cell.paper.status for cell in table.cells.values() if cell.paper is not None}
-    used = [status for status in ("uncertain", "rejoined", "lost") if status in statuses]
+    used: list[str] = [status for status in ("uncertain", "rejoined", "lost") if status in statuses]
     if any(_row_label(table, i).endswith(NOT_IN_PAPER) for i in range(len(table.rows))):
         used.append("not-in-paper")
     if any(cell.applicable and cell.ours is None for cell in table.cells.values()):

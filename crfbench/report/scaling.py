@@ -7,12 +7,14 @@ on random scores over N and T."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import matplotlib
 
 matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.artist import Artist  # noqa: E402
 from matplotlib.colors import LogNorm  # noqa: E402
 from matplotlib.image import AxesImage  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
@@ -99,7 +101,7 @@ def time_figure(rows: pd.DataFrame, title: str, path: Path, caption: str) -> lis
                 axis.set_ylabel("seconds")
             if i == len(backends) - 1:
                 axis.set_xlabel("sequence length N")
-    handles = {}
+    handles: dict[str, Artist] = {}
     for axis in axes.flat:
         for handle, label in zip(*axis.get_legend_handles_labels(), strict=True):
             handles.setdefault(label, handle)
@@ -142,11 +144,12 @@ def heatmap(axis, grid: pd.DataFrame, norm: LogNorm) -> AxesImage:
     background = Rectangle((-0.5, -0.5), columns, rows, facecolor="0.88", edgecolor="0.6", hatch="///")
     axis.add_patch(background).set(linewidth=0, zorder=0)
     image = axis.imshow(values, cmap="RdBu", norm=norm, origin="lower", aspect="auto", zorder=1)
+    vmax = cast(float, norm.vmax)  # speedup_figure makes the norm with its vmax
     for (y, x), value in np.ndenumerate(values):
         if not np.isfinite(value):
             axis.text(x, y, NOT_MEASURED, ha="center", va="center", fontsize=8, color="0.25")
             continue
-        dark = abs(np.log10(value)) > 0.6 * np.log10(norm.vmax)  # white text on the deepest colours
+        dark = abs(np.log10(value)) > 0.6 * np.log10(vmax)  # white text on the deepest colours
         axis.text(
             x, y, f"{value:.2g}", ha="center", va="center", fontsize=8, color="white" if dark else "black"
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import SupportsFloat
 
 import pandas as pd
 
@@ -120,7 +121,8 @@ class Table:
         return bool(self.columns)
 
 
-def _number(value: object) -> float | None:
+def _number(value: SupportsFloat) -> float | None:
+    """A float column's value, None where it is missing (NaN or None)."""
     return None if pd.isna(value) else float(value)
 
 
