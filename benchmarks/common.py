@@ -18,23 +18,23 @@ import os
 # and peak memory must mean what the method used).
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
-from collections.abc import Callable  # noqa: E402
-from dataclasses import dataclass, replace  # noqa: E402
-from typing import Any, NamedTuple  # noqa: E402
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+import numpy as np
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
-import implementations  # noqa: E402
-from crfbench.environment import gpu_present, set_threads  # noqa: E402
-from implementations import registry  # noqa: E402
-from implementations.torch_backend import bcrf as torch_bcrf  # noqa: E402
+import implementations
+from crfbench.environment import gpu_present, set_threads
+from implementations import registry
+from implementations.torch_backend import bcrf as torch_bcrf
 
 # Imported here, before asv's forkserver forks a process per parameter combination, so that no
 # timing process pays for importing them; JAX is optional and its combinations skip without it.
 try:
-    import jax  # noqa: E402
+    import jax
 except ImportError:  # pragma: no cover - the bench environments install it
     jax = None
 

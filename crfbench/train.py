@@ -103,8 +103,7 @@ def train(
         torch.set_rng_state(saved["torch_rng"])
         state = saved["state"]
 
-    epochs_this_call = 0
-    for epoch in range(state["epoch"] + 1, config.epochs + 1):
+    for epochs_this_call, epoch in enumerate(range(state["epoch"] + 1, config.epochs + 1)):
         if state["stopped_early"] or (stop_after is not None and epochs_this_call >= stop_after):
             break
         started = time.perf_counter()
@@ -147,7 +146,6 @@ def train(
         state["stopped_early"] = (
             config.patience is not None and epoch - state["improved_epoch"] >= config.patience
         )
-        epochs_this_call += 1
         saved = {
             "scorer": scorer.state_dict(),
             "optimizer": optimizer.state_dict(),

@@ -15,6 +15,7 @@ sweep, and one forward-over-reverse autodiff Hv: the thesis's "same complexity a
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -75,7 +76,7 @@ def decode(corpus: FeatureCorpus, x: np.ndarray, tag_names: tuple[str, ...]) -> 
     scores = np.asarray(rows @ weights)
     starts = np.concatenate([[0], np.cumsum(corpus.lengths)])
     padded = np.zeros((len(corpus.lengths), int(corpus.lengths.max()), corpus.num_tags))
-    for s, (a, b) in enumerate(zip(starts[:-1], starts[1:], strict=True)):
+    for s, (a, b) in enumerate(itertools.pairwise(starts)):
         padded[s, : b - a] = scores[a:b]
     crf = implementations.get("crf", "torch")
     best = crf.decode(

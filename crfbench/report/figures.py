@@ -12,17 +12,17 @@ from typing import cast
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.artist import Artist  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.artist import Artist
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from .. import uses  # noqa: E402
-from ..io import save_atomic  # noqa: E402
-from .layout import (  # noqa: E402
+from .. import uses
+from ..io import save_atomic
+from .layout import (
     DATASET_LABELS,
     DECODER_ITERATIONS,
     POS,
@@ -30,9 +30,9 @@ from .layout import (  # noqa: E402
     TRAIN_LABELS,
     natural_key,
 )
-from .paper import Paper  # noqa: E402
-from .render import LEGEND, MARKS  # noqa: E402
-from .tables import Table  # noqa: E402
+from .paper import Paper
+from .render import LEGEND, MARKS
+from .tables import Table
 
 #: Iterative decoder families of figure (a), with their decoders in iteration order.
 FAMILIES = {TRAIN_LABELS[name]: uses.decoders_of(name) for name in ("meanfield", "bcrf")}

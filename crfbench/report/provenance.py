@@ -18,7 +18,7 @@ def sources(files: dict[str, pd.DataFrame]) -> pd.DataFrame:
     for name, frame in files.items():
         if frame.empty:
             continue
-        described = frame.assign(threads=frame["threads"] if "threads" in frame else "")
+        described = frame.assign(threads=frame.get("threads", ""))
         keys = ["device", "device_name", "backend", "threads", "revision"]
         grouped = described.groupby(keys, as_index=False).agg(
             datasets=("dataset", _joined), rows=("dataset", "size")

@@ -12,19 +12,19 @@ from typing import cast
 import matplotlib
 
 matplotlib.use("Agg")
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.artist import Artist  # noqa: E402
-from matplotlib.colors import LogNorm  # noqa: E402
-from matplotlib.image import AxesImage  # noqa: E402
-from matplotlib.patches import Rectangle  # noqa: E402
-from matplotlib.ticker import NullFormatter  # noqa: E402
+import numpy as np
+import pandas as pd
+from matplotlib.artist import Artist
+from matplotlib.colors import LogNorm
+from matplotlib.image import AxesImage
+from matplotlib.patches import Rectangle
+from matplotlib.ticker import NullFormatter
 
-from implementations import registry  # noqa: E402
+from implementations import registry
 
-from ..io import read_csv  # noqa: E402
-from ..schema import SCALING_COLUMNS as COLUMNS  # noqa: E402
-from .figures import TIMES, Drawn, save_png, subplots  # noqa: E402
+from ..io import read_csv
+from ..schema import SCALING_COLUMNS as COLUMNS
+from .figures import TIMES, Drawn, save_png, subplots
 
 TIMED = {"time_marginals": "marginals", "time_decode": "decode", "time_loss_and_grad": "loss and gradient"}
 HEATMAPS = ("time_marginals", "time_loss_and_grad")

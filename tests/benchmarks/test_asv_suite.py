@@ -135,7 +135,7 @@ def test_every_benchmark_runs_at_the_smallest_point(cls):
         for body in bodies:
             value = getattr(instance, body)(*params)
             if body.startswith("track_"):
-                assert value is not None and value >= 0 or math.isnan(value), (body, params, value)
+                assert (value is not None and value >= 0) or math.isnan(value), (body, params, value)
         ran += 1
     if cls.__name__ != "GpuMemory" or common.gpu_present("torch"):
         assert ran, f"{cls.__name__}: every combination was skipped"

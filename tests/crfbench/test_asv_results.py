@@ -64,7 +64,7 @@ def test_the_table_is_written_and_reads_back(tmp_path):
 
 
 def test_missing_catalogue_and_unknown_parameters_are_named(tmp_path):
-    with pytest.raises(ValueError, match="benchmarks.json: missing"):
+    with pytest.raises(ValueError, match=r"benchmarks.json: missing"):
         read_asv_results(tmp_path)
     write_asv_results(
         tmp_path, "box", "a" * 40, 1_000, {MARGINALS: (("colour",), (("red",),), [1.0], "seconds")}

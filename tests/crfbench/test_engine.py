@@ -151,10 +151,10 @@ def test_timing_on_a_trained_model_uses_its_weights(tmp_path: Path) -> None:
     )
     assert set(table.network) == {f"trained: crf, seed 0, epoch {summary['best_epoch']}"}
     assert len(table) == len(fresh)
-    with pytest.raises(ValueError, match="weights: .*model.pt: the model's network differs"):
+    with pytest.raises(ValueError, match=r"weights: .*model.pt: the model's network differs"):
         other = make_config(scorer=SMALL_SCORER | {"mlp_hidden": 16})
         time_run(other, tmp_path / "other", batches=1, rounds=1, warmup=0, weights=trained, progress=False)
-    with pytest.raises(FileNotFoundError, match="weights: .*no trained model"):
+    with pytest.raises(FileNotFoundError, match=r"weights: .*no trained model"):
         time_run(
             make_config(), tmp_path / "none", batches=1, rounds=1, warmup=0, weights=tmp_path, progress=False
         )
@@ -184,7 +184,7 @@ def test_config_errors_name_the_setting(tmp_path: Path) -> None:
         make_config(batch_size=0)
     bad = tmp_path / "bad.yaml"
     bad.write_text("dataset: synthetic\nloss: [unclosed\n")
-    with pytest.raises(ValueError, match="bad.yaml"):
+    with pytest.raises(ValueError, match=r"bad.yaml"):
         load_config(bad)
 
 

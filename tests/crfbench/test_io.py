@@ -35,7 +35,7 @@ def test_compressed_tables_are_reproducible_and_read_back_checked(tmp_path: Path
     pd.testing.assert_frame_equal(read_csv(tmp_path / "one.csv.gz"), table)
     damaged = tmp_path / "damaged.csv.gz"
     damaged.write_bytes((tmp_path / "one.csv.gz").read_bytes()[:-6])
-    with pytest.raises(CorruptFileError, match="damaged.csv.gz: not a whole gzip file"):
+    with pytest.raises(CorruptFileError, match=r"damaged.csv.gz: not a whole gzip file"):
         read_csv(damaged)
 
 

@@ -98,7 +98,7 @@ def test_missing_file_explains_the_licence_and_where_to_put_it(tmp_path):
     fixture = DataDirFixture(tmp_path)
     fixture.add(CONLL03["train"], COLUMNS_FILE)
     with pytest.raises(
-        FileNotFoundError, match="eng.testa is missing. CoNLL-2003 is licensed Reuters"
+        FileNotFoundError, match=r"eng.testa is missing. CoNLL-2003 is licensed Reuters"
     ) as error:
         fixture.load("conll03-ner", download=True)
     assert str(fixture.root / "conll2003") in str(error.value)

@@ -23,10 +23,10 @@ def test_unknown_dataset_lists_the_valid_names(tmp_path):
 def test_unknown_option_is_named_with_the_valid_ones(tmp_path):
     with pytest.raises(
         ValueError,
-        match="unknown option.* colour, size for dataset 'ud-pos-en'; valid options: download, tags",
+        match=r"unknown option.* colour, size for dataset 'ud-pos-en'; valid options: download, tags",
     ):
         data.load("ud-pos-en", tmp_path, size=3, colour="red")
-    with pytest.raises(ValueError, match="unknown option.* tags for dataset 'conll03-ner'"):
+    with pytest.raises(ValueError, match=r"unknown option.* tags for dataset 'conll03-ner'"):
         data.load("conll03-ner", tmp_path, tags="upos")
 
 

@@ -88,7 +88,7 @@ def test_the_experiment_refuses_training_data_missing_a_tag_when_crfsuite_runs()
 
     sentences = tuple(random_sentences(np.random.default_rng(1), 10, ("O", "B-X")))
     dataset = Dataset("toy", "ner", TAGS, sentences, sentences, sentences, "standard", {})
-    with pytest.raises(ValueError, match="train_sentences=0: tag.*I-X never occur"):
+    with pytest.raises(ValueError, match=r"train_sentences=0: tag.*I-X never occur"):
         experiment.train(dataset, experiment.Settings(solvers=("crfsuite",)))
     tables = experiment.train(dataset, experiment.Settings(solvers=("tron",)))
     assert (

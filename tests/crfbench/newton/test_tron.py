@@ -113,7 +113,7 @@ def test_with_exact_subproblems_tron_converges_quadratically():
         tron.Settings(epsilon=1e-13, cg_tolerance=1e-10),
     )
     norms = [it.gradient_norm for it in result.history if it.accepted]
-    tail = [(b, a) for a, b in itertools.pairwise(norms) if 1e-11 < b and a < 1e-1]
+    tail = [(b, a) for a, b in itertools.pairwise(norms) if b > 1e-11 and a < 1e-1]
     assert tail, norms
     assert all(b <= 10 * a**2 for b, a in tail), norms
 

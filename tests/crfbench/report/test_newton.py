@@ -139,7 +139,7 @@ def test_the_ledger_gives_both_newton_claims_a_verdict():
                 "paper_evidence": "",
                 "paper_difference": "none",
                 "kind": "speed",
-            }  # fmt: skip
+            }
             for claim in ("newton-1", "newton-2")
         ]
     )
@@ -166,5 +166,5 @@ def test_sections_and_figures_appear_only_for_results_that_exist(tmp_path: Path)
 
 def test_a_table_missing_a_column_is_an_error_naming_it(tmp_path: Path):
     write_csv(tmp_path / newton.COST_TABLE, _cost(1.5).drop(columns=["hvp_autodiff"]))
-    with pytest.raises(ValueError, match="cost.csv: missing column.*hvp_autodiff"):
+    with pytest.raises(ValueError, match=r"cost.csv: missing column.*hvp_autodiff"):
         newton.read_newton(tmp_path)

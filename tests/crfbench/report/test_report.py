@@ -151,7 +151,7 @@ def _strip_escaped(text: str) -> str:
 
 
 def test_latex_is_well_formed(rendered):
-    out, written = rendered
+    _out, written = rendered
     for path in [path for path in written if path.suffix == ".tex"]:
         text = _strip_escaped(path.read_text())
         assert text.count("{") == text.count("}"), path
@@ -210,7 +210,7 @@ def test_every_figure_has_a_caption_saying_what_it_shows(rendered):
 
 
 def test_figures_are_drawn(rendered):
-    out, written = rendered
+    _out, written = rendered
     names = {path.name for path in written if path.suffix == ".png"}
     assert names == {
         "iterations-ud-pos-en.png",
@@ -257,7 +257,7 @@ def test_timings_from_two_devices_get_their_own_columns(tmp_path):
 def test_a_scaling_table_without_its_columns_is_rejected(tmp_path):
     results = write_results(tmp_path / "results", metrics=False)
     (results / "scaling.csv").write_text("n,seconds\n1,1.0\n")
-    with pytest.raises(ValueError, match="scaling.csv: missing columns machine"):
+    with pytest.raises(ValueError, match=r"scaling.csv: missing columns machine"):
         render_report(results, write_paper(tmp_path / "paper.csv"), tmp_path / "out")
 
 
