@@ -7,6 +7,7 @@ Prop. 1 for ``marginals``, Danskin for the value and the losses.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -18,7 +19,7 @@ from ..kernels import sparsemap as kernel
 from . import _chain, _tree
 from ._scores import boundary, forbidden_pattern, gold_score, mask_emissions
 
-_ORACLES = {"viterbi": _chain.viterbi, "scan": _tree.viterbi}
+_ORACLES: dict[str, Callable[..., Any]] = {"viterbi": _chain.viterbi, "scan": _tree.viterbi}
 #: The solvers' precision: float64 (the gap, a difference of path scores tens to hundreds in size,
 #: decides which atom enters, and float32's rounding is of its order) where jax has it: under
 #: ``jax_enable_x64``, which this library never changes; else in float32, see :func:`_working`.

@@ -42,6 +42,12 @@ class Request(NamedTuple):
     unused: Array | None
     tags_first: bool = False
 
+    def read(self) -> Array:
+        """``unused``, of a request whose flows an exactness test reads (so never ``None``)."""
+        if self.unused is None:
+            raise ValueError("a request whose flows are tested carries its unused mask")
+        return self.unused
+
 
 class Form(NamedTuple):
     """IBP in one form: the initial state, one iteration, the convergence error of a state, and

@@ -13,6 +13,7 @@ formula. For a convex energy (measurements with ψ ≥ 0) the optimum is unique.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 from scipy.optimize import minimize
@@ -20,6 +21,9 @@ from scipy.optimize import minimize
 from ..energies import Energy
 from .brute_force import all_paths, enumerate_scores
 from .common import boundary, dot_safe, entropy, logsumexp, softmax
+
+#: ``(unary, pairwise)``: a shift or dual average, rebuilt element-wise from another pair.
+_Pair = tuple[np.ndarray, np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -128,20 +132,27 @@ def mirror_descent(
         q = softmax(_on_paths(emissions - shift[0], transitions - shift[1], paths))
         return (*_marginals(q, paths, num_tags), q)
 
-    zero: tuple[np.ndarray, ...] = (np.zeros_like(emissions), np.zeros_like(transitions))
+    zero: _Pair = (np.zeros_like(emissions), np.zeros_like(transitions))
     unary, pairwise, q = project(zero)
     dual = shift = zero
     for t in range(1, iterations + 1):
         if solver == "rda":
-            dual = tuple(
-                d + (g - d) / t for d, g in zip(dual, energy_gradient(energy, unary, pairwise), strict=True)
+            dual = cast(
+                _Pair,
+                tuple(
+                    d + (g - d) / t
+                    for d, g in zip(dual, energy_gradient(energy, unary, pairwise), strict=True)
+                ),
             )
-            shift = tuple(t / (t + beta) * d for d in dual)
+            shift = cast(_Pair, tuple(t / (t + beta) * d for d in dual))
         elif solver == "md":
             eta = 1 / (decay * t)
-            dual = shift = tuple(
-                (d + eta * g) / (1 + eta)
-                for d, g in zip(dual, energy_gradient(energy, unary, pairwise), strict=True)
+            dual = shift = cast(
+                _Pair,
+                tuple(
+                    (d + eta * g) / (1 + eta)
+                    for d, g in zip(dual, energy_gradient(energy, unary, pairwise), strict=True)
+                ),
             )
         else:
             raise ValueError(f"solver={solver!r}: the loop covers rda and md")

@@ -59,11 +59,12 @@ def exact(sequence: Sequence, tags: np.ndarray, allowed: np.ndarray, **_: Any) -
 
 def bcrf(sequence: Sequence, tags: np.ndarray, allowed: np.ndarray, *, iterations: int, **_: Any) -> Answer:
     """The cluster-by-cluster loop IBP, at τ = 1 (and τ = 0.1 to decode)."""
-    run = ibp.bcrf(**sequence, iterations=iterations)
-    masked = {**sequence, "emissions": np.where(allowed, sequence["emissions"], -np.inf)}
+    scores: dict[str, Any] = sequence  # arrays only: Any lets ``**`` pass the keyword-only options' check
+    run = ibp.bcrf(**scores, iterations=iterations)
+    masked: dict[str, Any] = {**sequence, "emissions": np.where(allowed, sequence["emissions"], -np.inf)}
     value = run.log_partition
     partial = value - ibp.bcrf(**masked, iterations=iterations).log_partition
-    decoded = ibp.bcrf(**sequence, iterations=iterations, temperature=DECODE_TEMPERATURE).unary.argmax(-1)
+    decoded = ibp.bcrf(**scores, iterations=iterations, temperature=DECODE_TEMPERATURE).unary.argmax(-1)
     gold = brute_force.path_score(tags, **sequence)
     return Answer(run.unary, run.pairwise, value, value - gold, partial, decoded)
 
@@ -72,7 +73,8 @@ def meanfield(
     sequence: Sequence, tags: np.ndarray, allowed: np.ndarray, *, iterations: int, **_: Any
 ) -> Answer:
     """The loop mean field (Jacobi updates, default init and penalty)."""
-    run = meanfield_loop.meanfield(**sequence, iterations=iterations)
+    scores: dict[str, Any] = sequence  # arrays only: Any lets ``**`` pass the keyword-only options' check
+    run = meanfield_loop.meanfield(**scores, iterations=iterations)
     nll = -run.log_unary[np.arange(len(tags)), tags].sum()
     partial = -logsumexp(np.where(allowed, run.log_unary, -np.inf), axis=-1).sum()
     return Answer(run.unary, run.pairwise, run.lower_bound, nll, partial, run.unary.argmax(-1))
@@ -122,6 +124,8 @@ def bethe(
     arguments: dict[str, Any] = {**sequence, **options}
     run = bethe_loop.mirror_descent(**arguments, energy=energy)
     if options.get("tilt", "gradient") == "dual":
+        if run.shift is None:
+            raise ValueError("mirror_descent records the shift of its last projection")
         to_unary, to_pairwise = run.shift
     else:
         to_unary, to_pairwise = bethe_loop.energy_gradient(energy, run.unary, run.pairwise)

@@ -99,14 +99,14 @@ class _LogPartition(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, emissions, transitions, lengths, start, end):  # type: ignore[override]
+    def forward(ctx, emissions, transitions, lengths, start, end):
         log_z, last_marginal, weights, sums = _filter(emissions, transitions, lengths, start, end)
         ctx.save_for_backward(emissions, transitions, lengths, start, end, last_marginal, *weights, *sums)
         ctx.shared = transitions.ndim == 2
         return log_z
 
     @staticmethod
-    def backward(ctx, grad):  # type: ignore[override]
+    def backward(ctx, grad):
         emissions, transitions, lengths, start, end, last_marginal, *saved = ctx.saved_tensors
         steps = len(saved) // 2
         weights, sums = saved[:steps], saved[steps:]

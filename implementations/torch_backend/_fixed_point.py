@@ -50,6 +50,8 @@ def iterate_with_errors(
             done = done | ((last if last.ndim == 1 else last[:, 0]) <= tolerance)
             if bool(done.all()):
                 return state, k + 1, errors
+    if errors is None:
+        raise ValueError(f"iterations={iterations}: iterate_with_errors runs at least one")
     return state, iterations, errors
 
 

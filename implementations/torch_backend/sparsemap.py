@@ -67,14 +67,14 @@ class _Marginals(torch.autograd.Function):
     is differentiable again (``create_graph=True``)."""
 
     @staticmethod
-    def forward(ctx, emissions, transitions, start, end, lengths, options):  # type: ignore[override]
+    def forward(ctx, emissions, transitions, start, end, lengths, options):
         solution = _solve(emissions, transitions, lengths, start, end, **dict(options))
         ctx.save_for_backward(solution.paths, solution.active, solution.inverse, lengths)
         ctx.shared = transitions.ndim == 2
         return solution.unary, solution.pairwise
 
     @staticmethod
-    def backward(ctx, grad_unary, grad_pairwise):  # type: ignore[override]
+    def backward(ctx, grad_unary, grad_pairwise):
         paths, active, inverse, lengths = ctx.saved_tensors
         grads = kernel.marginals_gradients(
             paths, active, inverse, lengths, grad_unary, grad_pairwise, ctx.shared
@@ -88,14 +88,14 @@ class _Value(torch.autograd.Function):
     :class:`_Marginals`, so the second derivative is Prop. 1's Jacobian."""
 
     @staticmethod
-    def forward(ctx, emissions, transitions, start, end, lengths, options):  # type: ignore[override]
+    def forward(ctx, emissions, transitions, start, end, lengths, options):
         solution = _solve(emissions, transitions, lengths, start, end, **dict(options))
         ctx.save_for_backward(emissions, transitions, start, end, lengths, solution.unary, solution.pairwise)
         ctx.options = options
         return solution.value
 
     @staticmethod
-    def backward(ctx, grad):  # type: ignore[override]
+    def backward(ctx, grad):
         emissions, transitions, start, end, lengths, unary, pairwise = ctx.saved_tensors
         if torch.is_grad_enabled():
             unary, pairwise = _Marginals.apply(emissions, transitions, start, end, lengths, ctx.options)

@@ -70,6 +70,7 @@ def _solve(emissions, transitions, lengths, start, end, *, iterations, temperatu
 def _solve_output(
     emissions: Any, transitions: Any, lengths: Any, start: Any, end: Any, **options: Any
 ) -> Any:
+    fields: tuple[Any, Any, Any, Any, Any, Any]  # unary, pairwise, value, iterations, converged, errors
     fields = _solve(emissions, transitions, lengths, start, end, **options)
     if options["tolerance"] is None:  # a Python int, as in torch
         fields = (*fields[:3], options["iterations"], *fields[4:])

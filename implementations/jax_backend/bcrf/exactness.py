@@ -23,7 +23,7 @@ def _flows(kernel: _Kernel, *requests: Request) -> tuple[Array, ...]:
     products = [_product(kernel.parities[r.parity], r.x.linear, r.into, r.tags_first) for r in requests]
     half = math.exp(_floor(products[0].dtype) / 2)
     # one reduction per product (``initial``: a batch or parity may hold none)
-    read = [jnp.min(p + r.unused, initial=jnp.inf) for p, r in zip(products, requests, strict=True)]
+    read = [jnp.min(p + r.read(), initial=jnp.inf) for p, r in zip(products, requests, strict=True)]
     faint = jnp.stack(read).min() <= half
     return lax.cond(
         faint,

@@ -25,12 +25,12 @@ def _form(terms: ArcTerms, lengths: Array, options: BcrfOptions) -> Form:
     num_arcs, temperature, order = terms.rows.shape[1], options.temperature, options.order
     if options.form == "log":
         weights = terms.weights()
-        marginals = partial(_arc_marginals, lengths=lengths)
+        log_marginals = partial(_arc_marginals, lengths=lengths)
         return Form(
             _initial(weights, temperature),
             iteration([partial(_project, lengths=lengths, first=first) for first in first_clusters(order)]),
-            lambda log_q, _: violation(marginals(log_q), lengths),
-            marginals,
+            lambda log_q, _: violation(log_marginals(log_q), lengths),
+            log_marginals,
             partial(
                 _log_solution,
                 weights=weights,

@@ -29,7 +29,7 @@ def _project(log_q: Array, lengths: Array, first: int) -> Array:
     out_of = slice(first, first + 2 * count, 2)  # groups p
     log_in = logsumexp(log_q[:, into], axis=-2)  # (B, P, T) in-flow of each node
     log_out = logsumexp(log_q[:, out_of], axis=-1)  # (B, P, T) out-flow of each node
-    active = (positions < (lengths - 1)[:, None])[..., None]  # (B, P, 1)
+    active = ((lengths - 1)[:, None] > positions)[..., None]  # (B, P, 1)
     column_shift, row_shift = _cluster_shifts(log_in, log_out, active)
     columns = jnp.zeros((batch, num_arcs, num_tags), log_q.dtype).at[:, positions - 1].set(column_shift)
     rows = jnp.zeros((batch, num_arcs, num_tags), log_q.dtype).at[:, positions].set(row_shift)

@@ -6,6 +6,8 @@ flows."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import jax.numpy as jnp
 import numpy as np
 from jax import Array, lax
@@ -65,7 +67,7 @@ def _scaled_initial(terms: ArcTerms, lengths: Array, temperature: float) -> tupl
 
 def _by_node(kernel: _Kernel, scalings: Scalings, num_arcs: int) -> Scalings:
     """The log scalings of every node (B, N, T) of a scaling-form iterate on ``kernel``."""
-    return tuple(_by_position(x, num_arcs + 1, _tags_first(kernel)) for x in scalings)
+    return cast(Scalings, tuple(_by_position(x, num_arcs + 1, _tags_first(kernel)) for x in scalings))
 
 
 def _scaled_log_q(kernel: _Kernel, num_arcs: int, scalings: Scalings) -> Array:
@@ -90,7 +92,7 @@ def _scaling_projection(kernel: _Kernel, lengths: Array, num_arcs: int, first: i
     positions = np.arange(first, first + 2 * count, 2)  # static
     tags_first = _tags_first(kernel)
     axis = 0 if tags_first else -1  # of the tags
-    active = positions < (lengths - 1)[:, None]  # (B, P)
+    active = (lengths - 1)[:, None] > positions  # (B, P)
     active = active.T[None] if tags_first else active[..., None]  # (1, P, B) or (B, P, 1)
     outside = jnp.where(active, 0.0, jnp.inf)
     groups_in = slice((first - 1) // 2, (first - 1) // 2 + count)  # of the parity's groups

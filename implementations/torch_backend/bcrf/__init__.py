@@ -86,6 +86,7 @@ _FUNCTIONS = bind(
 
 
 def _solve(*args: Any, **options: Any) -> SolverOutput:
+    fields: tuple[Any, Any, Any, Any, Any, Any]  # unary, pairwise, value, iterations, converged, errors
     fields, path = _FUNCTIONS["solve"](*args, **options)
     return SolverOutput(*fields, path=path)
 

@@ -78,11 +78,15 @@ def _flows(kernel: _Kernel, *requests: Request) -> tuple[Tensor, ...]:
     not, every request's flows are recomputed in log space from the arcs (:func:`_exact_flows`).
     Under :func:`_tested_once` the test is deferred and the linear-space flows returned. A vouched
     kernel's products need no test (:class:`_Kernel`)."""
-    products = [_product(*kernel.parities[r.parity], r.x.linear, r.into, r.tags_first) for r in requests]
+    # Kᵀ is None (by parity, not made yet) only where _product reads it as ``rows``, which it checks
+    products = [
+        _product(*kernel.parities[r.parity], r.x.linear, r.into, r.tags_first)  # type: ignore[arg-type]
+        for r in requests
+    ]
     minima = (
         []
         if kernel.vouched
-        else [(p + r.unused).detach().amin() for p, r in zip(products, requests, strict=True) if p.numel()]
+        else [(p + r.read()).detach().amin() for p, r in zip(products, requests, strict=True) if p.numel()]
     )
     deferred = run_state.deferred_minima() if minima else None  # (no test, no context: compilable)
     if deferred is not None:

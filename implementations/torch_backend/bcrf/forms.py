@@ -51,12 +51,12 @@ def _form(terms: ArcTerms, lengths: Tensor, options: BcrfOptions) -> Form:
     num_arcs, temperature, order = terms.rows.shape[1], options.temperature, options.order
     if options.form == "log":
         weights = terms.weights()
-        marginals = partial(_arc_marginals, lengths=lengths)
+        log_marginals = partial(_arc_marginals, lengths=lengths)
         return Form(
             _initial(weights, temperature),
             _step(lengths, order, num_arcs),
-            _error(marginals, lengths),
-            marginals,
+            _error(log_marginals, lengths),
+            log_marginals,
             partial(
                 _log_solution,
                 weights=weights,

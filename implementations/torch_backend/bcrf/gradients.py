@@ -39,7 +39,7 @@ class _DanskinValue(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, transitions, rows, columns, singles, lengths, options):  # type: ignore[override]
+    def forward(ctx, transitions, rows, columns, singles, lengths, options):
         value, ctx.solution, ctx.single_probs = _danskin_pieces(
             ArcTerms(transitions, rows, columns, singles), lengths, options
         )
@@ -48,7 +48,7 @@ class _DanskinValue(torch.autograd.Function):
         return value
 
     @staticmethod
-    def backward(ctx, grad):  # type: ignore[override]
+    def backward(ctx, grad):
         transitions, rows, columns, singles, lengths = ctx.saved_tensors
         solution, single_probs = ctx.solution, ctx.single_probs
         if torch.is_grad_enabled():  # create_graph: record the iterations the gradient comes from

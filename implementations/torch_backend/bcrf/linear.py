@@ -9,6 +9,7 @@ elsewhere each projection runs compiled whole (:func:`_linear_projection`)."""
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 from torch import Tensor
@@ -72,7 +73,7 @@ def _log_scalings(state: LinearScalings) -> Scalings:
     linear, shifts, smallest = state
     if not bool((smallest >= _linear_floor(smallest.dtype)).all()):
         raise run_state.Underflow
-    return tuple(torch.log(x) + shift for x, shift in zip(linear, shifts, strict=True))
+    return cast(Scalings, tuple(torch.log(x) + shift for x, shift in zip(linear, shifts, strict=True)))
 
 
 def _linear_projection(kernel: _Kernel, lengths: Tensor, num_arcs: int, first: int):

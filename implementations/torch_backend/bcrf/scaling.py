@@ -238,20 +238,22 @@ def _arc_gradient(arcs: Tensor | tuple[_Kernel, _Vectors, _Vectors], weights: Te
     if in_log_space:
         log_q = (kernel.log() + rows.log.unsqueeze(-1)).add_(columns.log.unsqueeze(-2))
         return _arc_gradient(torch.exp(log_q), weights, shared)
-    rows = rows.linear * ((weights if tags_first else weights[:, None, None]) * torch.exp(log_scale))
-    columns = columns.linear
+    row_weights = rows.linear * ((weights if tags_first else weights[:, None, None]) * torch.exp(log_scale))
+    linear_columns = columns.linear
     if tags_first:  # shared: (T, (N-1)·B) × ((N-1)·B, T)
-        return (rows.flatten(1) @ columns.flatten(1).T) * kernel.linear
+        return (row_weights.flatten(1) @ linear_columns.flatten(1).T) * kernel.linear
     if shared:
-        return (rows.flatten(0, 1).T @ columns.flatten(0, 1)) * kernel.linear
+        return (row_weights.flatten(0, 1).T @ linear_columns.flatten(0, 1)) * kernel.linear
     if not kernel.by_parity:
-        arcs = kernel.linear * rows.unsqueeze(-1)
-    elif _recorded(kernel.linear, rows):
-        arcs = _interleaved(*(k * rows[:, p::2].unsqueeze(-1) for p, (k, _) in enumerate(kernel.parities)))
+        weighted = kernel.linear * row_weights.unsqueeze(-1)
+    elif _recorded(kernel.linear, row_weights):
+        weighted = _interleaved(
+            *(k * row_weights[:, p::2].unsqueeze(-1) for p, (k, _) in enumerate(kernel.parities))
+        )
     else:  # each parity's block written into its groups of one fresh array
-        arcs = kernel.linear.new_empty(kernel.linear.shape)
+        weighted = kernel.linear.new_empty(kernel.linear.shape)
         for p, (k, _) in enumerate(kernel.parities):
-            torch.mul(k, rows[:, p::2].unsqueeze(-1), out=arcs[:, p::2])
-    if _recorded(arcs, columns):
-        return arcs * columns.unsqueeze(-2)  # the product's backward reads ``arcs``
-    return arcs.mul_(columns.unsqueeze(-2))  # in place: one (B, N-1, T, T) array, not two
+            torch.mul(k, row_weights[:, p::2].unsqueeze(-1), out=weighted[:, p::2])
+    if _recorded(weighted, linear_columns):
+        return weighted * linear_columns.unsqueeze(-2)  # the product's backward reads ``weighted``
+    return weighted.mul_(linear_columns.unsqueeze(-2))  # in place: one (B, N-1, T, T) array, not two

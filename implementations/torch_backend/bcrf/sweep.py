@@ -6,7 +6,7 @@ projections run compiled instead."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Protocol
 
 from torch import Tensor
 
@@ -16,9 +16,13 @@ from .linear import LinearScalings
 from .transition_kernel import _Kernel
 
 
-def _sweep_steps(
-    kernel: _Kernel, lengths: Tensor, order: str
-) -> Callable[[LinearScalings, int], LinearScalings] | None:
+class _Steps(Protocol):
+    """``count`` iterations of the linear state at once (bound as ``partial(steps, count=1)``)."""
+
+    def __call__(self, state: LinearScalings, count: int) -> LinearScalings: ...
+
+
+def _sweep_steps(kernel: _Kernel, lengths: Tensor, order: str) -> _Steps | None:
     """Where the C sweep runs the linear state of ``kernel`` (:func:`_sweep.available`: the CPU),
     a function of a state and a number of iterations that runs them in sweeps along each
     sequence: the arithmetic of :func:`.linear._linear_projected`, each arc block read from memory

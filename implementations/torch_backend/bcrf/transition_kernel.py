@@ -7,7 +7,7 @@ iterate on a kernel (tags first for a shared one, :func:`_tags_first`)."""
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import torch
 from torch import Tensor
@@ -15,6 +15,9 @@ from torch import Tensor
 from .._semiring import largest
 from . import compilation
 from .numerics import _finite_or_zero, _floor, _recorded, _scaled
+
+#: (K, Kᵀ) of the groups of one parity, Kᵀ None until made (:func:`_with_transposes`); both parities
+_Parities = tuple[tuple[Tensor, Tensor | None], tuple[Tensor, Tensor | None]]
 
 
 class _Kernel(NamedTuple):
@@ -38,7 +41,7 @@ class _Kernel(NamedTuple):
     shift: Tensor  # () or (B, N-1)
     linear: Tensor  # exp(log), flushed
     #: (K, Kᵀ) of groups 0, 2, ... and 1, 3, ...; Kᵀ None by parity until needed (_with_transposes)
-    parities: tuple[tuple[Tensor, Tensor | None], tuple[Tensor, Tensor | None]]
+    parities: _Parities
     vouched: bool
     by_parity: bool = False
 
@@ -72,7 +75,8 @@ def _kernel(transitions: Tensor, temperature: float) -> _Kernel:
     if _recorded(log):
         linear = torch.threshold(torch.exp(log), tiny, 0.0)
     else:  # in place on one fresh array: a per-arc kernel is as large as the arcs
-        linear = torch.nn.functional.threshold_(log.exp_(), tiny, 0.0)
+        # (threshold_ is in torch.nn.functional, not in its stubs)
+        linear = torch.nn.functional.threshold_(log.exp_(), tiny, 0.0)  # type: ignore[attr-defined]
     # one read-back a call (where a GPU defers the tests, a failed one would run the call again)
     vouched = bool(linear.numel()) and bool(linear.detach().amin() > math.exp(_floor(linear.dtype) / 2))
     if shared:
@@ -84,7 +88,10 @@ def _kernel(transitions: Tensor, temperature: float) -> _Kernel:
         else (linear[:, 0::2].contiguous(), linear[:, 1::2].contiguous())
     )
     # by parity, Kᵀ waits for a call that reads it (_with_transposes)
-    parities = tuple((part, None if by_parity else part.transpose(-1, -2).contiguous()) for part in halves)
+    parities = cast(
+        _Parities,
+        tuple((part, None if by_parity else part.transpose(-1, -2).contiguous()) for part in halves),
+    )
     return _Kernel(scaled, shift, linear, parities, vouched, by_parity)
 
 
@@ -95,7 +102,8 @@ def _with_transposes(kernel: _Kernel) -> _Kernel:
     arcs. ``kernel`` itself where they are there."""
     if all(transposed is not None for _, transposed in kernel.parities):
         return kernel
-    return kernel._replace(parities=tuple((k, k.transpose(-1, -2).contiguous()) for k, _ in kernel.parities))
+    parities = tuple((k, k.transpose(-1, -2).contiguous()) for k, _ in kernel.parities)
+    return kernel._replace(parities=cast(_Parities, parities))
 
 
 #: From this many tags on, a batch of matrix–vector products ``M x`` is faster as row vector
