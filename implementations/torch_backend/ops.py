@@ -21,7 +21,7 @@ exp = torch.exp
 log = torch.log
 
 
-def abs(x: Tensor) -> Tensor:  # noqa: A001 - the array-API name
+def abs(x: Tensor) -> Tensor:
     return x.abs()
 
 

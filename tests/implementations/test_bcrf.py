@@ -251,7 +251,7 @@ def test_converges_to_convex_optimum(backend: Backend, num_tags: int, neg_inf: f
 def test_converges_to_convex_optimum_low_temperature(backend: Backend, tau: float) -> None:
     """As above at lower temperature (more iterations needed; still the same limit)."""
     inst = all_lengths_instance(31, 3, neg_inf=0.2)
-    unary, pairwise, b_val = marginals_and_value(
+    _unary, pairwise, b_val = marginals_and_value(
         backend, inst, iterations=int(CONVERGED / tau), temperature=tau
     )
     for b in range(inst.batch):

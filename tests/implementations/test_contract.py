@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -207,7 +207,7 @@ class TestContract:
             with pytest.raises(ValueError, match=match):
                 call(mod, fn, kw, kw.pop("tags"), kw.pop("allowed"), **opts)
 
-    BAD_SCORES: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
+    BAD_SCORES: ClassVar[dict[str, tuple[Callable[[dict[str, Any]], None], str]]] = {
         "emissions rank 2": (lambda k: k.update(emissions=k["emissions"][0]), "emissions"),
         "emissions rank 4": (lambda k: k.update(emissions=k["emissions"][None]), "emissions"),
         "emissions integer": (
@@ -279,7 +279,7 @@ class TestContract:
         mutate, match = self.BAD_SCORES[case]
         self._expect_error(method, backend, mutate, match)
 
-    BAD_TAGS: dict[str, Callable[[dict[str, Any]], None]] = {
+    BAD_TAGS: ClassVar[dict[str, Callable[[dict[str, Any]], None]]] = {
         "tag = T inside": lambda k: k["tags"].__setitem__((0, 3), 3),
         "tag = -1 inside": lambda k: k["tags"].__setitem__((1, 1), -1),
         "tags wrong shape": lambda k: k.update(tags=k["tags"][:, :3]),
@@ -332,7 +332,7 @@ class TestContract:
         assert backend.dtype_name(got) == backend.dtype_name(ref)
         np.testing.assert_array_equal(npy(got), npy(ref))
 
-    BAD_ALLOWED: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
+    BAD_ALLOWED: ClassVar[dict[str, tuple[Callable[[dict[str, Any]], None], str]]] = {
         "allowed wrong shape": (lambda k: k.update(allowed=k["allowed"][:, :, :2]), "allowed"),
         "allowed rank 2": (lambda k: k.update(allowed=k["allowed"][0]), "allowed"),
         "allowed integer": (lambda k: k.update(allowed=k["allowed"].astype(np.int64)), "allowed"),

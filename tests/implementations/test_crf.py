@@ -251,7 +251,7 @@ def test_single_valid_path(method: str, backend: Backend) -> None:
         mask[np.arange(n), y] = 0.0
         inst.emissions[b, :n] += mask
     a, kw = args(inst, backend)
-    unary, pairwise = (npy(x) for x in mod.marginals(*a, **kw))
+    unary, _pairwise = (npy(x) for x in mod.marginals(*a, **kw))
     log_z = npy(mod.log_partition(*a, **kw))
     nll = npy(mod.loss(*a, inst.gold_array(backend), **kw))
     decoded = npy(mod.decode(*a, **kw))

@@ -90,7 +90,7 @@ def test_pytorch_crf_viterbi_is_ours():
 
 def test_from_pytorch_crf_round_trip():
     pytest.importorskip("torchcrf")
-    emissions, transitions, lengths, tags, start, end = _instance(5)
+    _emissions, transitions, _lengths, _tags, start, end = _instance(5)
     back = peers.from_pytorch_crf(peers.to_pytorch_crf(transitions, start, end))
     for got, expected in zip(back, (transitions, start, end), strict=True):
         torch.testing.assert_close(got, expected, rtol=0, atol=0)

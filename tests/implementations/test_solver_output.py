@@ -13,6 +13,7 @@ not run; the functions other than ``solve`` stop at the same point; and the jitt
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -47,7 +48,7 @@ def reference_errors(method: str, inst: Instance, b: int, iterations: int) -> np
         runs = [ibp.bcrf(**inst.seq(b), iterations=k) for k in range(1, iterations + 1)]
         return np.array([run.violation for run in runs])
     history = mf_ref.meanfield(**inst.seq(b), iterations=iterations).history
-    return np.array([np.abs(now - before).max() for before, now in zip(history, history[1:], strict=False)])
+    return np.array([np.abs(now - before).max() for before, now in itertools.pairwise(history)])
 
 
 @pytest.mark.parametrize("method", ITERATIVE)

@@ -90,7 +90,7 @@ def test_agrees_with_the_reference_qp(spec: dict[str, Any], solver: str, backend
         pattern = {
             k: None if v is None else np.where(np.isneginf(v), -np.inf, 0.0) for k, v in inst.seq(b).items()
         }
-        best, path, margin = brute_force.best(
+        _best, path, margin = brute_force.best(
             expected.unary, pattern["transitions"], pattern["start"], pattern["end"]
         )
         if margin > 1e-6:  # a unique best sequence under u*
