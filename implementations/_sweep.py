@@ -30,8 +30,8 @@ X86_FLAGS = ("-mprefer-vector-width=512",)
 #: Iterations a sweep takes at once (``_sweep.c``): its 2 DEPTH arc blocks in cache at a time
 DEPTH = 4
 #: The sweep runs from this many tags on, where a vector of 16 float32 covers a kernel's row:
-#: below, torch's compiled projections are faster (one thread, (16, 2048, 8): 5.7 against 5.2 ms
-#: an iteration; (64, 512, 17): 6.8 against 10.6).
+#: below, torch's compiled projections are faster (docs/derivations.md, "Measurements behind the
+#: kernels").
 FROM_TAGS = 16
 
 

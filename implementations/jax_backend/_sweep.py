@@ -1,8 +1,8 @@
 """BCRF's sweep on the CPU in JAX: IBP iterations on a linear state of a large per-position kernel
 in one pass along each sequence (``implementations/_sweep.c``), every arc block read from memory
 once for :data:`DEPTH` iterations, called from a jitted computation through XLA's FFI
-(``_sweep_ffi.cc``). XLA's batched matrix–vector products read the arcs at 10–13 GB/s on one thread
-here; the sweep's iterations take what torch's do (docs/derivations.md §3.12, *The sweep*).
+(``_sweep_ffi.cc``). XLA's batched matrix–vector products read the arcs well below the memory's
+bandwidth; the sweep's iterations take what torch's do (docs/derivations.md §3.12, *The sweep*).
 
 The handler is built at first use beside the C source (:func:`implementations._sweep.library`,
 with jaxlib's FFI headers and the host's C++ compiler) and registered for the CPU; where it cannot

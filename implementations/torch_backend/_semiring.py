@@ -19,10 +19,10 @@ def largest(x: Tensor, dim: int, keepdim: bool = False) -> Tensor:
     """``x.amax(dim, keepdim)``: the same values and gradient, faster where torch's kernel is slow.
 
     On the CPU, torch 2.13 (AVX-512) reduces float32 slowly where the tensor's last dim holds 16
-    to 31 entries, whichever dim is reduced: 52 µs at (64, 25, 2, 17) over the last dim and 21 µs
-    at (64, 17, 17) over dim 1, one thread, against 16 and 9 µs through float64, conversions
-    included (the float64 kernel is vectorised there; float32 is at 8 µs from 32 entries on). The
-    largest of float32 numbers is exact in float64, so that path changes nothing but the time.
+    to 31 entries, whichever dim is reduced, and several times faster through float64, conversions
+    included (the float64 kernel is vectorised there; docs/derivations.md, "Measurements behind
+    the kernels"). The largest of float32 numbers is exact in float64, so that path changes nothing
+    but the time.
     """
     slow = x.ndim and SLOW_LAST_DIMS.start <= x.shape[-1] < SLOW_LAST_DIMS.stop  # (traceable)
     if x.dtype == torch.float32 and x.device.type == "cpu" and slow:

@@ -1,8 +1,7 @@
 """BCRF's sweep on the CPU in torch: IBP iterations on a linear state of a large per-position
 kernel in one pass along each sequence (``implementations/_sweep.c``), reading every arc block from
 memory once for :data:`DEPTH` iterations where two compiled projections read it twice an
-iteration. One thread at (8, 256, 128): 3.4–4.1 ms an iteration against 12.3
-(docs/derivations.md §3.12, *The sweep*).
+iteration, several times faster (docs/derivations.md §3.12, *The sweep*).
 
 The library (:func:`implementations._sweep.library`) is called through :mod:`ctypes`, whose calls
 release the GIL: with several torch threads the sequences are shared among as many Python threads.

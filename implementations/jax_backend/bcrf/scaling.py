@@ -25,11 +25,10 @@ from .transition_kernel import _Kernel, _kernel, _tags_first, _unused, _Vectors,
 #: held by parity: (B, 2, ⌈N/2⌉, T), node ``p`` of sequence ``b`` at ``[b, p % 2, p // 2]``
 #: (:func:`_by_parity`), or with a shared kernel tags first and sequences last, (T, 2, ⌈N/2⌉, B),
 #: node ``p`` at ``[:, p % 2, p // 2, b]`` (:func:`_tags_first`). By parity, a projection reads and
-#: writes blocks (slices and in-place updates, no gather or scatter; the loss 20–25 % faster than
-#: with strided slices of (B, N, T) arrays). Tags first, the shared kernel's products are one
-#: (T, T) × (T, P·B) matrix product, and XLA's elementwise loops run along the batch: along
-#: T = 17 tags they vectorise badly on the CPU (an ``exp`` 1.7 ns an element against 0.35 along
-#: 64 sequences, one thread; the BCRF-10 loss about 40 % faster, derivations §3.12). Per-arc-group
+#: writes blocks (slices and in-place updates, no gather or scatter: faster than strided slices of
+#: (B, N, T) arrays). Tags first, the shared kernel's products are one (T, T) × (T, P·B) matrix
+#: product, and XLA's elementwise loops run along the batch: along a few tags they vectorise badly
+#: on the CPU (derivations §3.12, "Measurements behind the kernels"). Per-arc-group
 #: kernels keep the tags last, where their batched products read the matrices fastest. The kernel
 #: is fixed, so the iterations carry the scalings alone.
 Scalings = tuple[Array, Array]
