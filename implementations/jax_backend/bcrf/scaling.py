@@ -28,7 +28,7 @@ from .transition_kernel import _Kernel, _kernel, _tags_first, _unused, _Vectors,
 #: writes blocks (slices and in-place updates, no gather or scatter: faster than strided slices of
 #: (B, N, T) arrays). Tags first, the shared kernel's products are one (T, T) × (T, P·B) matrix
 #: product, and XLA's elementwise loops run along the batch: along a few tags they vectorise badly
-#: on the CPU (derivations §3.12, "Measurements behind the kernels"). Per-arc-group
+#: on the CPU (derivations §3.12). Per-arc-group
 #: kernels keep the tags last, where their batched products read the matrices fastest. The kernel
 #: is fixed, so the iterations carry the scalings alone.
 Scalings = tuple[Array, Array]
