@@ -37,22 +37,10 @@ from implementations.reference import brute_force, oracles
 from implementations.reference.instances import random_batch
 
 from .io import write_atomic
+from .schema import AGREEMENT_COLUMNS
 
-COLUMNS = [
-    "method",
-    "function",
-    "quantity",
-    "backend_a",
-    "backend_b",
-    "N",
-    "T",
-    "dtype",
-    "neg_inf",
-    "max_abs_err",
-    "max_rel_err",
-    "tolerance",
-    "ok",
-]
+#: The agreement table's columns (``crfbench.schema``).
+COLUMNS = list(AGREEMENT_COLUMNS)
 BATCH = 3
 TOLERANCES = {  # dtype -> atol, rtol, fraction of decoded tags that may differ
     "float64": (1e-10, 1e-10, 0.0),

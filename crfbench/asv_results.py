@@ -20,26 +20,10 @@ from typing import Any
 import pandas as pd
 
 from .io import write_atomic
+from .schema import SCALING_COLUMNS, SCALING_PARAMETERS
 
-#: Parameters of the suite's benchmarks, in the order they appear in the table.
-PARAMETERS = (
-    "backend",
-    "device",
-    "method",
-    "operation",
-    "N",
-    "T",
-    "B",
-    "iterations",
-    "temperature",
-    "implementation",
-    "threads",
-    "solver",
-    "measurements",
-    "task",
-    "F",
-)
-COLUMNS = ("machine", "commit", "date", "benchmark", "name", "unit", "value", *PARAMETERS)
+#: The scaling table's parameters and columns (``crfbench.schema``).
+PARAMETERS, COLUMNS = SCALING_PARAMETERS, SCALING_COLUMNS
 
 
 def _latest_runs(machine_dir: Path) -> dict:
