@@ -50,8 +50,8 @@ REPORT_NOTES = "report-notes.json"
 #: What names a run: one (dataset, encoder, training loss, seed).
 RUN_KEY = ("dataset", "encoder_name", "loss", "seed")
 
-#: Columns of ``evaluation.csv`` / ``metrics.csv`` that the report reads; the others are kept.
-METRICS_COLUMNS = (
+#: What a measured row says of its run and where it ran (the start of metrics and timing rows).
+MEASURED_RUN = (
     "dataset",
     "dataset_options",
     "protocol",
@@ -61,6 +61,10 @@ METRICS_COLUMNS = (
     "backend",
     "device",
     "device_name",
+)
+#: Columns of ``evaluation.csv`` / ``metrics.csv`` that the report reads; the others are kept.
+METRICS_COLUMNS = (
+    *MEASURED_RUN,
     "revision",
     "split",
     "decoder",
@@ -69,15 +73,7 @@ METRICS_COLUMNS = (
 )
 #: Columns of ``timing.csv`` that the report reads; the others are kept.
 TIMING_COLUMNS = (
-    "dataset",
-    "dataset_options",
-    "protocol",
-    "encoder_name",
-    "loss",
-    "seed",
-    "backend",
-    "device",
-    "device_name",
+    *MEASURED_RUN,
     "threads",
     "batch_size",
     "revision",
