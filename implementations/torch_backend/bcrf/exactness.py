@@ -48,6 +48,8 @@ def _tested_once(function: Callable[..., Any]) -> Callable[..., Any]:
 
     @wraps(function)
     def tested(*args: Any, **kwargs: Any) -> Any:
+        if run_state.capturing(args[0]):  # every test branch-free, no linear state (_flows)
+            return function(*args, **kwargs)
         try:
             return deferring(*args, **kwargs)
         except run_state.Underflow:  # the linear state lost a scaling: every iterate in log space
@@ -83,6 +85,8 @@ def _flows(kernel: _Kernel, *requests: Request) -> tuple[Tensor, ...]:
         _product(*kernel.parities[r.parity], r.x.linear, r.into, r.tags_first)  # type: ignore[arg-type]
         for r in requests
     ]
+    if not kernel.vouched and products and run_state.capturing(products[0]):
+        return tuple(_selected_flows(kernel, p, r) for p, r in zip(products, requests, strict=True))
     minima = (
         []
         if kernel.vouched
@@ -96,6 +100,18 @@ def _flows(kernel: _Kernel, *requests: Request) -> tuple[Tensor, ...]:
         if bool((smallest <= half).any()):
             return tuple(_exact_flows(kernel, r.parity, r.x.log, r.into, r.tags_first) for r in requests)
     return tuple(r.x.shift + _safe_log(p) for p, r in zip(products, requests, strict=True))
+
+
+def _selected_flows(kernel: _Kernel, product: Tensor, request: Request) -> Tensor:
+    """The flows of one request with the test of :func:`_flows` made for every flow and no
+    read-back: where the product is exact to rounding (above ``e^{F/2}``; or a flow nobody reads),
+    its log; elsewhere (a NaN too) the log-space recomputation, which is made for every flow. The
+    same flows as the tests in place wherever those vouch for every product (they then select the
+    products' logs alike), else the same to rounding; a ``where`` of two finite-gradient branches."""
+    exact = product + request.read() > math.exp(_floor(product.dtype) / 2)
+    linear = request.x.shift + _safe_log(product)
+    log_space = _exact_flows(kernel, request.parity, request.x.log, request.into, request.tags_first)
+    return torch.where(exact, linear, log_space)
 
 
 def _exact_flows(kernel: _Kernel, parity: int, log_x: Tensor, into: bool, tags_first: bool) -> Tensor:

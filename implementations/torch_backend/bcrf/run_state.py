@@ -15,6 +15,10 @@ Per call (context variables, so that nested or concurrent calls do not see each 
 
 Per process: :func:`compiler_failed` / :func:`mark_compiler_failed`, set by the first failed
 compilation (no C++ compiler, say), from which on the compiled functions run eager.
+
+And what the call is inside of: :func:`capturing`, a trace by ``torch.compile`` or a CUDA graph
+capture, where no decision may read a tensor back. There every exactness test is branch-free and
+none of the switches above is read (a context variable cannot be traced).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+import torch
 from torch import Tensor
 
 #: While a list, the exactness tests append the smallest product each request reads to it instead
@@ -100,3 +105,11 @@ def mark_compiler_failed() -> None:
     """Record that a compilation failed: from now on the compiled functions run eager."""
     global _compiler_failed
     _compiler_failed = True
+
+
+def capturing(tensor: Tensor) -> bool:
+    """Whether the call on ``tensor`` is being traced by ``torch.compile`` or captured into a CUDA
+    graph (on ``tensor``'s stream): no value may then be read back to the host, so the exactness
+    tests are branch-free (computed for every entry and selected with ``where``) and the linear
+    state, whose failure runs the call again, is not used."""
+    return torch.compiler.is_compiling() or (tensor.is_cuda and torch.cuda.is_current_stream_capturing())

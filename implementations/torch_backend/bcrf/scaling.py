@@ -17,7 +17,7 @@ from torch import Tensor
 from ...kernels.bcrf import Request, Solution
 from .._scores import ArcTerms
 from .._semiring import logsumexp
-from . import compilation
+from . import compilation, run_state
 from .exactness import _flows, _group_flows
 from .numerics import (
     _cluster_shifts,
@@ -222,14 +222,17 @@ def _arc_gradient(arcs: Tensor | tuple[_Kernel, _Vectors, _Vectors], weights: Te
     In scaling form ``q = K ⊙ e^{s} ṽ ũᵀ`` with ṽ, ũ the rows' and columns' scalings over their
     largest and ``s`` the sum of those: a shared kernel's sum is one matrix product over the batch
     and the groups. Linear space loses only terms under ``e^{F/2}`` while ``s ≤ −F/2``; past that
-    (a large scaling facing small kernel entries) q is summed in log space."""
+    (a large scaling facing small kernel entries), and wherever the call is captured or traced
+    (:func:`run_state.capturing`), q is summed in log space."""
     if isinstance(arcs, Tensor):
         weighted = weights[:, None, None, None] * arcs
         return weighted.sum((0, 1)) if shared else weighted
     kernel, rows, columns = arcs
     tags_first = _tags_first(kernel)
     log_scale = rows.shift + columns.shift  # (B, N-1, 1), or (1, N-1, B) tags first
-    in_log_space = log_scale.numel() and float(log_scale.detach().amax()) > -_floor(log_scale.dtype) / 2
+    in_log_space = log_scale.numel() and (  # always where captured or traced: no read-back
+        run_state.capturing(log_scale) or float(log_scale.detach().amax()) > -_floor(log_scale.dtype) / 2
+    )
     if tags_first and (in_log_space or not shared):  # the per-arc formulas read (B, N-1, T) vectors
         rows, columns = (
             _Vectors(*(_in_layout(kernel, x, contiguous=False) for x in v)) for v in (rows, columns)

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from .._semiring import largest
-from . import compilation
+from . import compilation, run_state
 from .numerics import _finite_or_zero, _floor, _recorded, _scaled
 
 #: (K, Kᵀ) of the groups of one parity, Kᵀ None until made (:func:`_with_transposes`); both parities
@@ -77,8 +77,13 @@ def _kernel(transitions: Tensor, temperature: float) -> _Kernel:
     else:  # in place on one fresh array: a per-arc kernel is as large as the arcs
         # (threshold_ is in torch.nn.functional, not in its stubs)
         linear = torch.nn.functional.threshold_(log.exp_(), tiny, 0.0)  # type: ignore[attr-defined]
-    # one read-back a call (where a GPU defers the tests, a failed one would run the call again)
-    vouched = bool(linear.numel()) and bool(linear.detach().amin() > math.exp(_floor(linear.dtype) / 2))
+    # one read-back a call (where a GPU defers the tests, a failed one would run the call again);
+    # none where it is captured or traced: each flow is then tested where it is made
+    vouched = (
+        bool(linear.numel())
+        and not run_state.capturing(linear)
+        and bool(linear.detach().amin() > math.exp(_floor(linear.dtype) / 2))
+    )
     if shared:
         pair = (linear, linear.T.contiguous())
         return _Kernel(scaled, shift, linear, (pair, pair), vouched)
