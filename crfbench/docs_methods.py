@@ -48,6 +48,15 @@ unknown one `TypeError` listing the valid ones). Every function also takes `vali
 `False` skips the input checks (for timed loops over inputs already checked). Bad input raises
 `ValueError` naming the argument or the sequence.
 
+**Compiled and captured.** In torch every method but SparseMAP is capture-safe with
+`validate=False` (the checks read values back) and no `tolerance` (a fixed number of iterations):
+`torch.compile(fullgraph=True)` traces its functions, a loss's backward included, and on a GPU a
+training step captures as a CUDA graph (`tests/implementations/test_capture.py`). Traced or
+captured, BCRF's scaling form tests each flow where it is made and selects with `where` instead of
+reading its exactness tests back; the results are the eager ones to rounding. SparseMAP is exempt:
+its active set grows and stops on the scores' values. In JAX every function runs under `jax.jit`
+with its options static.
+
 What a method *is* lives in one record, `implementations/registry.py`: its options (defaults,
 checks, which functions take them), its NumPy oracle and its memory model. The functions are
 written once (`implementations/public.py`) over each backend's kernels
