@@ -162,6 +162,7 @@ def _time(args: argparse.Namespace) -> int:
         args.run_dir,
         losses=args.losses,
         decoders=args.decoders,
+        modes=args.modes,
         batches=args.batches,
         rounds=args.rounds,
         warmup=args.warmup,
@@ -388,6 +389,7 @@ def parser() -> argparse.ArgumentParser:
     agree.add_argument("--report", type=output_file, default=Path("reports/agreement.md"))
     agree.set_defaults(handler=_agree)
 
+    from .schema import TIMING_MODES
     from .uses import DECODERS, LOSSES  # the names alone: no torch to import
 
     train = commands.add_parser(
@@ -438,6 +440,13 @@ def parser() -> argparse.ArgumentParser:
     )
     timing.add_argument("--losses", nargs="+", choices=list(LOSSES), help="default: all that fit the data")
     timing.add_argument("--decoders", nargs="+", choices=list(DECODERS), default=list(DECODERS))
+    timing.add_argument(
+        "--modes",
+        nargs="+",
+        choices=list(TIMING_MODES),
+        default=["eager"],
+        help="eager, and/or compiled (torch.compile; CUDA graphs on a GPU; SparseMAP eager only)",
+    )
     timing.add_argument("--batches", type=positive_int, default=5, help="batches per item and round")
     timing.add_argument("--rounds", type=positive_int, default=5, help="timed rounds")
     timing.add_argument("--warmup", type=non_negative_int, default=1, help="untimed rounds first")

@@ -12,8 +12,11 @@ optimality certificate, and its support grows with how undecided the scores are)
 network gives its worst case, a trained one what training and decoding meet once the model has
 learnt. The ``network`` column records which.
 
-Every round runs each item once over all its batches, in a fresh random order per round, so
-slow drifts of the machine hit every item alike; the first ``warmup`` rounds are discarded.
+Each item runs in each of ``modes`` (``crfbench.compiled``): ``eager``, or ``compiled`` (network
+and inference call under ``torch.compile``, CUDA graphs on a GPU; SparseMAP eager only), recorded
+in the ``mode`` column. Every round runs each (item, mode) once over all its batches, in a fresh
+random order per round, so slow drifts of the machine hit every item alike; the first ``warmup``
+rounds are discarded (in compiled mode they also absorb the compilations).
 Scores are validated once before timing and not inside the timed loop. CPU threads are fixed by
 the config (one by default) and recorded with the device. Speed-ups (Tables 2 and 3) are ratios
 of medians from one such file.
@@ -26,6 +29,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import torch
@@ -33,11 +37,12 @@ from tqdm.auto import tqdm
 
 from . import environment
 from .batching import select, shuffled_batches, targets
+from .compiled import CompiledInference, check_modes, compile_function, compiles
 from .config import RunConfig, check_device_available
 from .data.types import Sentence
 from .experiment import load_dataset, run_description, score_batch
 from .models import Scorer, build_scorer
-from .objectives import DECODERS, LOSSES, describe, is_partial, training_loss
+from .objectives import DECODERS, LOSSES, Inference, describe, is_partial, training_loss
 from .run_folder import load_model, read_run_config, record_run, write_run_table
 from .schema import MODEL_FILE, TIMING_FILE
 from .stopwatch import best_seconds  # noqa: F401  (benchmarks import it from here)
@@ -71,12 +76,36 @@ def _trained_scorer(
     return scorer, f"trained: {trained.loss}, seed {trained.seed}, epoch {saved['epoch']}"
 
 
+def _checked(*, batches: int, rounds: int, warmup: int, modes: Sequence[str]) -> tuple[str, ...]:
+    """The timing modes, once the counts are checked; ValueError naming a bad argument."""
+    for name, value in {"batches": batches, "rounds": rounds}.items():
+        if value < 1:
+            raise ValueError(f"{name}: must be at least 1, got {value}")
+    if warmup < 0:
+        raise ValueError(f"warmup: must be at least 0, got {warmup}")
+    modes = check_modes(list(modes))
+    if "compiled" in modes and warmup < 1:
+        raise ValueError("warmup: the compiled mode needs at least 1 untimed round (its compilations)")
+    return modes
+
+
+def _check_names(losses: Sequence[str], decoders: Sequence[str]) -> None:
+    """ValueError naming a loss or decoder that does not exist."""
+    for name in losses:
+        if name not in LOSSES:
+            raise ValueError(f"losses: {name!r} is not one of {', '.join(LOSSES)}")
+    for name in decoders:
+        if name not in DECODERS:
+            raise ValueError(f"decoders: {name!r} is not one of {', '.join(DECODERS)}")
+
+
 def time_run(
     config: RunConfig,
     run_dir: Path,
     *,
     losses: Sequence[str] | None = None,
     decoders: Sequence[str] = tuple(DECODERS),
+    modes: Sequence[str] = ("eager",),
     batches: int = 5,
     rounds: int = 5,
     warmup: int = 1,
@@ -93,23 +122,14 @@ def time_run(
     unstructured loss (which has its own network, without transitions); its scorer settings and
     tag set must be this config's.
     """
-    for name, value in {"batches": batches, "rounds": rounds}.items():
-        if value < 1:
-            raise ValueError(f"{name}: must be at least 1, got {value}")
-    if warmup < 0:
-        raise ValueError(f"warmup: must be at least 0, got {warmup}")
+    timed_modes = _checked(batches=batches, rounds=rounds, warmup=warmup, modes=modes)
     environment.set_threads(config.threads)
     device = check_device_available(config.device)
     dataset = load_dataset(config, data_dir)
     record_run(run_dir, config, dataset, device, restart_if_changed=restart_if_changed)
     partial = any(sentence.allowed is not None for sentence in dataset.train)
     losses = default_losses(partial) if losses is None else tuple(losses)
-    for name in losses:
-        if name not in LOSSES:
-            raise ValueError(f"losses: {name!r} is not one of {', '.join(LOSSES)}")
-    for name in decoders:
-        if name not in DECODERS:
-            raise ValueError(f"decoders: {name!r} is not one of {', '.join(DECODERS)}")
+    _check_names(losses, decoders)
 
     scorers = {}
     for transitions in (True, False):  # the unstructured loss has its own network: no transition head
@@ -128,8 +148,21 @@ def time_run(
         for i in range(0, min(len(dataset.dev), batches * config.batch_size), config.batch_size)
     ]
 
-    def train_step(name: str, validate: bool = False) -> Callable[[Sequence[Sentence]], None]:
-        loss_function, scorer = training_loss(name, config.loss_iterations), scorers[name != "unstructured"]
+    compiled_scorers = (
+        {key: compile_function(scorer, device) for key, scorer in scorers.items()}
+        if "compiled" in timed_modes
+        else {}
+    )
+
+    def train_step(
+        name: str, mode: str = "eager", validate: bool = False
+    ) -> Callable[[Sequence[Sentence]], None]:
+        inference = training_loss(name, config.loss_iterations)
+        loss_function: Inference | CompiledInference = inference
+        scorer: Any = scorers[name != "unstructured"]  # a Scorer, or compiled
+        if mode == "compiled":
+            loss_function = CompiledInference(inference, device)
+            scorer = compiled_scorers[name != "unstructured"]
 
         def step(sentences: Sequence[Sentence]) -> None:
             scorer.train()
@@ -140,8 +173,13 @@ def time_run(
 
         return step
 
-    def decode_step(name: str, validate: bool = False) -> Callable[[Sequence[Sentence]], None]:
-        decoder, scorer = DECODERS[name], scorers[True]
+    def decode_step(
+        name: str, mode: str = "eager", validate: bool = False
+    ) -> Callable[[Sequence[Sentence]], None]:
+        decoder: Inference | CompiledInference = DECODERS[name]
+        scorer: Any = scorers[True]  # a Scorer, or compiled
+        if mode == "compiled":
+            decoder, scorer = CompiledInference(DECODERS[name], device), compiled_scorers[True]
 
         @torch.no_grad()
         def step(sentences: Sequence[Sentence]) -> None:
@@ -156,7 +194,8 @@ def time_run(
     ] + [("decode", name, decode_step, dev_batches, DECODERS[name]) for name in decoders]
     for _, name, make_step, batch_list, _ in items:  # validate every input once, untimed
         make_step(name, validate=True)(batch_list[0])
-    steps = {name: make_step(name) for _, name, make_step, _, _ in items}
+    timed = [(mode, *item) for mode in timed_modes for item in items if mode == "eager" or compiles(item[-1])]
+    steps = {(mode, name): make_step(name, mode) for mode, _, name, make_step, _, _ in timed}
 
     where = environment.describe(device)
     common = run_description(config, dataset.protocol) | {
@@ -170,8 +209,8 @@ def time_run(
     shuffle = random.Random(config.seed)
     rows = []
     for round_index in tqdm(range(warmup + rounds), desc="timing rounds", disable=not progress, leave=False):
-        for kind, name, _, batch_list, inference in shuffle.sample(items, len(items)):
-            step = steps[name]
+        for mode, kind, name, _, batch_list, inference in shuffle.sample(timed, len(timed)):
+            step = steps[mode, name]
             _synchronize(device)
             started = time.perf_counter()
             for sentences in batch_list:
@@ -181,7 +220,7 @@ def time_run(
             if round_index >= warmup:
                 rows.append(
                     common
-                    | {"kind": kind, "name": name}
+                    | {"kind": kind, "name": name, "mode": mode}
                     | {
                         "method": describe(inference)["method"],
                         "iterations": describe(inference)["iterations"],

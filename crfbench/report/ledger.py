@@ -227,18 +227,29 @@ def newton_solver_cells(trace: pd.DataFrame, solvers: pd.DataFrame) -> pd.DataFr
 
 
 def speedups(timing: pd.DataFrame, spec: SpeedClaim) -> pd.DataFrame:
-    """dataset, encoder and speed-up (baseline / compared median seconds, over rounds and the cell's
-    timing runs) for each (dataset, encoder) that timed both names of one of ``spec.pairs``."""
+    """dataset, encoder, timing mode, baseline and speed-up (baseline / compared median seconds,
+    over rounds and the cell's timing runs of that mode) for each (dataset, encoder, mode) that
+    timed both names of one of ``spec.pairs``: eager and compiled rows never meet in one ratio."""
     rows = timing[timing["kind"] == spec.kind]
+    keys = ["dataset", "encoder_name", "mode"]
     parts = []
     for baseline, compared in spec.pairs:
         base, other = rows[rows["name"] == baseline], rows[rows["name"] == compared]
         if spec.iterations is not None:
             other = other[other["iterations"] == spec.iterations]
-        medians = [part.groupby(["dataset", "encoder_name"])["seconds"].median() for part in (base, other)]
-        parts.append((medians[0] / medians[1]).dropna())
-    ratios = pd.concat(parts).rename("speedup").rename_axis(["dataset", "encoder"]).reset_index()
-    return ratios.sort_values(["dataset", "encoder"], ignore_index=True)
+        medians = [part.groupby(keys)["seconds"].median() for part in (base, other)]
+        parts.append(
+            (medians[0] / medians[1]).dropna().rename("speedup").to_frame().assign(baseline=baseline)
+        )
+    columns = ["dataset", "encoder", "mode", "baseline", "speedup"]
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    ratios = pd.concat(parts).rename_axis(["dataset", "encoder", "mode"]).reset_index()[columns]
+    return ratios.sort_values(["mode", "dataset", "encoder"], ignore_index=True)
+
+
+#: The timing mode a speed verdict rests on, where it was timed; eager timings are shown beside.
+VERDICT_MODE = "compiled"
 
 
 def _range(values: pd.Series, style: str) -> str:
@@ -269,21 +280,42 @@ def _status(our_range: str, n_cells: int, found: str, reason: str = "") -> dict[
     return {"our_range": our_range, "n_cells": n_cells, "verdict": found, "reason": reason}
 
 
+def _speed_range(ratios: pd.DataFrame, mode: str, where: str = "") -> str:
+    """``ratios`` of one ``mode`` as "<where><mode>, vs <baseline>: x<low> to x<high>", a part per
+    baseline."""
+    rows = ratios[ratios["mode"] == mode]
+    return "; ".join(
+        f"{where}{mode}, vs {baseline}: {_range(group['speedup'], 'x{:.2f}')}"
+        for baseline, group in rows.groupby("baseline", sort=False)
+    )
+
+
 def _speed_status(spec: SpeedClaim, gpu: bool, timing: pd.DataFrame) -> dict[str, object]:
-    """A speed claim's range of speed-ups and verdict; a GPU claim without CUDA timings is not
-    testable, with our CPU speed-ups given as information."""
+    """A speed claim's speed-ups per timing mode and baseline, and its verdict, drawn from compiled
+    timings (:data:`VERDICT_MODE`; on CUDA for a GPU claim) where there are any. A GPU claim
+    without CUDA timings is not testable, with our CPU speed-ups given as information; one with
+    eager CUDA timings only is pending a compiled GPU run (eager GPU timings measure kernel
+    launches), its eager speed-ups shown with the revisions they were measured at."""
     cuda = timing[timing["device"].astype(str).str.startswith("cuda")]
     if gpu and cuda.empty and not timing.empty:
-        cpu = speedups(timing, spec)["speedup"]
-        our_range = f"CPU {_range(cpu, 'x{:.2f}')}" if len(cpu) else ""
+        cpu = speedups(timing, spec)
+        our_range = "; ".join(f"CPU {_speed_range(cpu, mode)}" for mode in sorted(set(cpu["mode"])))
         return _status(our_range, len(cpu), NOT_TESTABLE, "GPU claim, CPU run")
-    ratios = speedups(cuda if gpu else timing, spec)["speedup"]
+    measured = cuda if gpu else timing
+    ratios = speedups(measured, spec)
     if ratios.empty:
         return _status("", 0, NOT_TESTABLE, "no timing runs in this profile")
-    verdicts = [REPRODUCED if ratio > 1 else NOT_REPRODUCED for ratio in ratios]
-    names = cuda["device_name"] if "device_name" in cuda else cuda["device"]  # the GPU's name, where recorded
+    names = measured["device_name"].where(measured["device_name"] != "", measured["device"])
     where = ", ".join(sorted(set(names.astype(str)))) + " " if gpu else ""
-    return _status(where + _range(ratios, "x{:.2f}"), len(ratios), overall_verdict(verdicts))
+    modes = sorted(set(ratios["mode"]), key=lambda mode: mode != VERDICT_MODE)
+    our_range = "; ".join(_speed_range(ratios, mode, where) for mode in modes)
+    if VERDICT_MODE not in modes:
+        revisions = ", ".join(sorted(set(measured["revision"].astype(str))))
+        reason = f"pending a compiled {'GPU ' if gpu else ''}run (eager timings at {revisions})"
+        return _status(our_range, len(ratios), NOT_TESTABLE, reason)
+    compiled = ratios[ratios["mode"] == VERDICT_MODE]["speedup"]
+    verdicts = [REPRODUCED if ratio > 1 else NOT_REPRODUCED for ratio in compiled]
+    return _status(our_range, len(compiled), overall_verdict(verdicts))
 
 
 def _no_cell_reason(

@@ -70,9 +70,14 @@ def violation_stats(metrics: pd.DataFrame) -> pd.DataFrame:
 
 
 def device_labels(timing: pd.DataFrame) -> pd.Series:
-    """The device of each timing row, or "" everywhere when all rows come from one device (no split)."""
-    labels = timing["device_name"].where(timing["device_name"] != "", timing["device"])
-    return labels if labels.nunique() > 1 else pd.Series("", index=timing.index, dtype="str")
+    """What sets each timing row apart from rows timed elsewhere, for a table column's brackets: its
+    device where the rows come from several, its timing mode (``eager``, ``compiled``) where they
+    hold several, both joined by ", "; "" everywhere when all rows share both (no split)."""
+    devices = timing["device_name"].where(timing["device_name"] != "", timing["device"])
+    parts = [labels for labels in (devices, timing["mode"]) if labels.nunique() > 1]
+    if not parts:
+        return pd.Series("", index=timing.index, dtype="str")
+    return parts[0] if len(parts) == 1 else parts[0] + ", " + parts[1]
 
 
 def _round_seconds(timing: pd.DataFrame, kind: str) -> pd.DataFrame:

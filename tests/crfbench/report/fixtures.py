@@ -93,7 +93,7 @@ def timing_rows(device_name: str = "Test CPU", dataset: str = "ud-pos-en") -> li
                 RUN
                 | {"device_name": device_name, "dataset": dataset, "encoder_name": "L0", "loss": "crf"}
                 | {"seed": seed, "threads": 1, "batch_size": 32, "network": "untrained"}
-                | {"kind": kind, "name": name, "method": name}
+                | {"kind": kind, "name": name, "mode": "eager", "method": name}
                 | {"iterations": iterations, "round": index, "seconds": value}
                 | {"batches": 2, "sentences": 64, "tokens": 900}
             )

@@ -65,17 +65,19 @@ def _claims(*rows: tuple[str, str, str]) -> pd.DataFrame:
     )
 
 
-def _timing(device: str, crf: float = 2.0, bcrf: float = 1.0) -> pd.DataFrame:
-    """Train timings of crf and bcrf (10 iterations), three rounds, on ud-pos-en/L0."""
+def _timing(device: str, crf: float = 2.0, bcrf: float = 1.0, mode: str = "compiled") -> pd.DataFrame:
+    """Train timings of crf and bcrf (10 iterations), three rounds, on ud-pos-en/L0, in ``mode``."""
     rows = [
         {
             "dataset": "ud-pos-en",
             "encoder_name": "L0",
             "kind": "train",
             "name": name,
+            "mode": mode,
             "iterations": iterations,
         }
         | {"round": round_, "seconds": seconds * (1 + 0.1 * round_), "device": device}
+        | {"device_name": "", "revision": "abc1234"}
         for name, iterations, seconds in (("crf", np.nan, crf), ("bcrf", 10.0, bcrf))
         for round_ in range(3)
     ]
@@ -244,7 +246,7 @@ def test_summary_of_testable_and_untestable_claims():
         " or m-sparsemap/viterbi and crf/viterbi",
     )
     assert tuple(rows.loc["bcrf-9", ["our_range", "verdict", "reason"]]) == (
-        "CPU x2.00",
+        "CPU compiled, vs crf: x2.00",
         NOT_TESTABLE,
         "GPU claim, CPU run",
     )
@@ -263,11 +265,29 @@ def test_gpu_speed_claims_are_judged_on_cuda_timings():
     claims = _claims(("bcrf-9", "bcrf", "speed-gpu"))
     timing = pd.concat([_timing("cpu", crf=1.0, bcrf=2.0), _timing("cuda:0", crf=3.0, bcrf=1.0)])
     row = claim_ledger(claims, NO_SENTENCES, timing, TASKS)[0].iloc[0]
-    assert (row["our_range"], row["verdict"], row["reason"]) == ("cuda:0 x3.00", REPRODUCED, "")
+    assert (row["our_range"], row["verdict"], row["reason"]) == (
+        "cuda:0 compiled, vs crf: x3.00",
+        REPRODUCED,
+        "",
+    )
     # the GPU named where the timing table records it
     named = timing.assign(device_name=timing["device"].map({"cpu": "AMD EPYC", "cuda:0": "NVIDIA H200"}))
     row = claim_ledger(claims, NO_SENTENCES, named, TASKS)[0].iloc[0]
-    assert (row["our_range"], row["verdict"]) == ("NVIDIA H200 x3.00", REPRODUCED)
+    assert (row["our_range"], row["verdict"]) == ("NVIDIA H200 compiled, vs crf: x3.00", REPRODUCED)
+
+
+def test_gpu_speed_verdicts_rest_on_compiled_timings_alone():
+    """Eager GPU timings measure kernel launches: beside compiled ones they are shown, never
+    judged; alone they leave the claim pending a compiled run, with the revisions they came from."""
+    claims = _claims(("bcrf-9", "bcrf", "speed-gpu"))
+    eager = _timing("cuda:0", crf=1.0, bcrf=4.0, mode="eager")
+    both = pd.concat([eager, _timing("cuda:0", crf=3.0, bcrf=1.0)])
+    row = claim_ledger(claims, NO_SENTENCES, both, TASKS)[0].iloc[0]
+    assert row["our_range"] == "cuda:0 compiled, vs crf: x3.00; cuda:0 eager, vs crf: x0.25"
+    assert (row["n_cells"], row["verdict"]) == (1, REPRODUCED)
+    row = claim_ledger(claims, NO_SENTENCES, eager, TASKS)[0].iloc[0]
+    assert (row["our_range"], row["verdict"]) == ("cuda:0 eager, vs crf: x0.25", NOT_TESTABLE)
+    assert row["reason"] == "pending a compiled GPU run (eager timings at abc1234)"
 
 
 @pytest.mark.parametrize(

@@ -37,7 +37,7 @@ def test_one_seed_has_no_std():
 
 def test_empty_inputs_give_empty_statistics():
     columns = ["kind", "name", "iterations", "round", "seconds", "dataset", "encoder_name", "seed"]
-    empty = pd.DataFrame(columns=columns).assign(device="", device_name="")
+    empty = pd.DataFrame(columns=columns).assign(device="", device_name="", mode="")
     for stats in (train_speedups(empty), decode_speedups(empty)):
         assert stats.empty and list(stats.columns) == list(SPEEDUP_DTYPES)
     stats = over_seeds(pd.DataFrame())
@@ -88,3 +88,17 @@ def test_rounds_pair_up_by_round_index():
     rows = [row for row in timing_rows() if row["kind"] == "decode" and row["round"] == 0]
     decode = decode_speedups(_timing(rows)).iloc[0]
     assert (decode["mean"], decode["low"], decode["high"], decode["rounds"]) == (2.0, 2.0, 2.0, 1)
+
+
+def test_eager_and_compiled_timings_are_never_pooled():
+    """A timing run's compiled rows pair with its compiled baseline, and the table's bracket label
+    names the mode where the rows hold several (on one device: the mode alone)."""
+    eager = timing_rows()
+    compiled = [
+        row | {"mode": "compiled"} | ({"seconds": row["seconds"] / 2} if row["name"] == "bcrf" else {})
+        for row in eager
+    ]
+    stats = train_speedups(_timing(eager + compiled)).set_index(["device", "train"])
+    assert stats.loc[("eager", "bcrf"), "mean"] == pytest.approx(2.5)
+    assert stats.loc[("compiled", "bcrf"), "mean"] == pytest.approx(5.0)
+    assert stats.loc[("compiled", "bcrf"), "rounds"] == 6  # its own rounds, not the eager ones too

@@ -1,0 +1,72 @@
+"""The timing stage's modes: each method eager (torch's default, an operator launched at a time) or
+compiled, at its best in torch.
+
+On a GPU, eager timing mostly measures kernel launches, not methods, so a speed verdict rests on
+the compiled mode. Compiled here is ``torch.compile`` with shapes dynamic (the batches' lengths
+vary), of the network and of the inference call apart: on a GPU in ``mode="reduce-overhead"``,
+which replays each shape's step as a CUDA graph, on a CPU in inductor's default mode. Capture needs
+every method to read nothing back to the host: SparseMAP cannot (its active set grows and stops on
+the scores' values) and is timed eager only (:data:`CAPTURE_EXEMPT`).
+
+``CRFBENCH_COMPILE_BACKEND`` names another ``torch.compile`` backend (the tests trace with
+``aot_eager``, which compiles nothing; timings are only meaningful with the default, inductor).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import torch
+
+import implementations
+
+from .objectives import ChainScores, Inference
+from .schema import TIMING_MODES as MODES
+
+#: Methods that are never compiled: their iterations stop on the scores' values.
+CAPTURE_EXEMPT = frozenset({"sparsemap"})
+#: Names the ``torch.compile`` backend (default: inductor).
+BACKEND_VARIABLE = "CRFBENCH_COMPILE_BACKEND"
+
+
+def check_modes(modes: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """``modes`` as a tuple, each one of :data:`MODES`; ValueError naming the bad one."""
+    for mode in modes:
+        if mode not in MODES:
+            raise ValueError(f"modes: {mode!r} is not one of {', '.join(MODES)}")
+    return tuple(modes)
+
+
+def compiles(inference: Inference) -> bool:
+    """Whether ``inference`` has a compiled mode (it is not :data:`CAPTURE_EXEMPT`)."""
+    return inference.method not in CAPTURE_EXEMPT
+
+
+def compile_function(function: Callable[..., Any], device: torch.device) -> Callable[..., Any]:
+    """``function`` under ``torch.compile`` for ``device``: shapes dynamic, CUDA graphs on a GPU."""
+    options: dict[str, Any] = {"dynamic": True, "backend": os.environ.get(BACKEND_VARIABLE, "inductor")}
+    if device.type == "cuda" and options["backend"] == "inductor":
+        options["mode"] = "reduce-overhead"
+    return torch.compile(function, **options)
+
+
+class CompiledInference:
+    """``inference`` with its contract call compiled for ``device`` (no input checks: they read the
+    scores back); called like an :class:`Inference`."""
+
+    def __init__(self, inference: Inference, device: torch.device) -> None:
+        if not compiles(inference):
+            raise ValueError(f"{inference.method}: has no compiled mode (its iterations stop on values)")
+        self.method, self.function, self.options = inference.method, inference.function, inference.options
+        contract = getattr(implementations.get(inference.method, backend="torch"), inference.function)
+        self._call = compile_function(partial(contract, validate=False, **inference.options), device)
+
+    def __call__(self, chain: ChainScores, *target: torch.Tensor, validate: bool = False) -> torch.Tensor:
+        if validate:
+            raise ValueError("validate: a compiled call checks nothing; validate eagerly first")
+        return self._call(
+            chain.emissions, chain.transitions, chain.lengths, *target, start=chain.start, end=chain.end
+        )

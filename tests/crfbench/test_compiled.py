@@ -1,0 +1,83 @@
+"""The timing stage's compiled mode: every item but SparseMAP's timed eager and compiled, the
+compiled calls equal the eager ones, and bad modes are refused by name. Compiled with
+``aot_eager`` (``CRFBENCH_COMPILE_BACKEND``): it traces as inductor would and compiles nothing;
+what compiled code costs is the benchmarks' business."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+
+from crfbench.batching import targets
+from crfbench.compiled import BACKEND_VARIABLE, CompiledInference
+from crfbench.experiment import load_dataset, score_batch
+from crfbench.models import build_scorer
+from crfbench.objectives import DECODERS, training_loss
+from crfbench.timing import time_run
+
+from .test_engine import make_config
+
+#: Timed: one loss that compiles and one that is exempt, and a decoder.
+LOSSES = ("bcrf", "sparsemap")
+DECODER_NAMES = ("viterbi",)
+
+
+@pytest.fixture(autouse=True)
+def traced_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(BACKEND_VARIABLE, "aot_eager")
+    torch._dynamo.reset()
+
+
+def test_every_item_but_sparsemap_is_timed_in_both_modes(tmp_path: Path) -> None:
+    table = time_run(
+        make_config(),
+        tmp_path,
+        losses=LOSSES,
+        decoders=DECODER_NAMES,
+        modes=("eager", "compiled"),
+        batches=1,
+        rounds=1,
+        warmup=1,
+        progress=False,
+    )
+    timed = Counter(zip(table["mode"], table.kind, table.name, strict=True))
+    items = [("train", name) for name in LOSSES] + [("decode", name) for name in DECODER_NAMES]
+    assert timed == Counter(
+        {("eager", *item): 1 for item in items}
+        | {("compiled", *item): 1 for item in items if item[1] != "sparsemap"}
+    )
+    assert (table.seconds > 0).all()
+
+
+def test_compiled_calls_equal_eager_ones() -> None:
+    config = make_config()
+    dataset = load_dataset(config, None)
+    torch.manual_seed(0)
+    scorer = build_scorer(config.scorer, dataset.train, len(dataset.tagset))
+    sentences = list(dataset.train[:8])
+    chain = score_batch(scorer, sentences, dataset.tagset, torch.device("cpu"))
+    gold = targets(False, sentences, dataset.tagset)
+    for name in ("bcrf", "unstructured"):  # every method: tests/implementations/test_capture.py
+        eager = training_loss(name, config.loss_iterations)
+        compiled = CompiledInference(eager, torch.device("cpu"))
+        torch.testing.assert_close(compiled(chain, gold), eager(chain, gold, validate=False))
+    for name in ("bcrf-10",):
+        compiled = CompiledInference(DECODERS[name], torch.device("cpu"))
+        assert torch.equal(compiled(chain), DECODERS[name](chain, validate=False))
+    with pytest.raises(ValueError, match="sparsemap: has no compiled mode"):
+        CompiledInference(DECODERS["sparsemap"], torch.device("cpu"))
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"modes": ("eager", "jit")}, "modes: 'jit' is not one of eager, compiled"),
+        ({"modes": ("compiled",), "warmup": 0}, "warmup: the compiled mode needs at least 1 untimed round"),
+    ],
+)
+def test_bad_modes_are_refused_by_name(tmp_path: Path, options: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        time_run(make_config(), tmp_path, batches=1, rounds=1, progress=False, **({"warmup": 1} | options))
