@@ -52,17 +52,20 @@ STAGES=${STAGES:-check timing asv}
     -k "test_gpu_equals_cpu and (torch or [crf-jax] or [crf-scan-jax] or [bcrf-jax] or [meanfield-jax])" 2>&1 \
     | grep -E "PASSED|FAILED|ERROR|passed|failed"
 
-[[ $STAGES == *timing* ]] && stage "Tables 2-3: a training step per loss and decoding per decoder, on CUDA"
+# Eager and compiled (torch.compile, each batch shape's step replayed as a CUDA graph): eager GPU
+# timings measure kernel launches, and the ledger judges the compiled ones alone. Two warm-up
+# rounds: the first compiles every shape, the second records its CUDA graph.
+[[ $STAGES == *timing* ]] && stage "Tables 2-3: a training step per loss and decoding per decoder, on CUDA, eager and compiled"
 for dataset in ud-pos-nl ud-seg-zh ud-pos-en; do
     [[ $STAGES == *timing* ]] || break
     [ "$(left)" -lt 300 ] && { echo "skip $dataset: too little time left"; continue; }
     run_dir="results/gpu/$MACHINE/timing/$dataset/L0"
     mkdir -p "$run_dir"
-    CRFBENCH_DATA="$DIR/data" timeout 90 python3 -m crfbench time \
+    CRFBENCH_DATA="$DIR/data" timeout 240 python3 -m crfbench time \
         --config "$DIR/runs/$dataset/timing-settings.json" --set device=cuda --run-dir "$run_dir" \
-        --losses crf bcrf meanfield unstructured \
-        --decoders viterbi bcrf-5 bcrf-10 meanfield-5 meanfield-10 argmax argmax-repair \
-        --batches 5 --rounds 7 --warmup 1 --weights "$DIR/runs/$dataset" --no-progress 2>&1 | tail -3
+        --losses crf bcrf meanfield unstructured --decoders viterbi bcrf-5 bcrf-10 meanfield-10 argmax \
+        --modes eager compiled --batches 5 --rounds 7 --warmup 2 --weights "$DIR/runs/$dataset" \
+        --restart-if-changed --no-progress 2>&1 | tail -3
     pack
 done
 
