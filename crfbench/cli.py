@@ -389,8 +389,7 @@ def parser() -> argparse.ArgumentParser:
     agree.add_argument("--report", type=output_file, default=Path("reports/agreement.md"))
     agree.set_defaults(handler=_agree)
 
-    from .schema import TIMING_MODES
-    from .uses import DECODERS, LOSSES  # the names alone: no torch to import
+    from .uses import DECODERS, TIMED_DECODERS, TIMED_LOSSES, TIMING_MODES  # names alone: no torch
 
     train = commands.add_parser(
         "train", help="train a scorer with one loss; resumes from the run's checkpoint"
@@ -438,8 +437,13 @@ def parser() -> argparse.ArgumentParser:
         required=True,
         help="folder for timing.csv and config.json (may be a trained run)",
     )
-    timing.add_argument("--losses", nargs="+", choices=list(LOSSES), help="default: all that fit the data")
-    timing.add_argument("--decoders", nargs="+", choices=list(DECODERS), default=list(DECODERS))
+    timing.add_argument(
+        "--losses",
+        nargs="+",
+        choices=list(TIMED_LOSSES),
+        help="default: all that fit the data, the baselines (crf-scan, pytorch-crf) included",
+    )
+    timing.add_argument("--decoders", nargs="+", choices=list(TIMED_DECODERS), default=list(TIMED_DECODERS))
     timing.add_argument(
         "--modes",
         nargs="+",

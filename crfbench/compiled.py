@@ -6,7 +6,8 @@ the compiled mode. Compiled here is ``torch.compile`` with shapes dynamic (the b
 vary), of the network and of the inference call apart: on a GPU in ``mode="reduce-overhead"``,
 which replays each shape's step as a CUDA graph, on a CPU in inductor's default mode. Capture needs
 every method to read nothing back to the host: SparseMAP cannot (its active set grows and stops on
-the scores' values) and is timed eager only (:data:`CAPTURE_EXEMPT`).
+the scores' values) and is timed eager only, as is the pytorch-crf baseline
+(:data:`CAPTURE_EXEMPT`).
 
 ``CRFBENCH_COMPILE_BACKEND`` names another ``torch.compile`` backend (the tests trace with
 ``aot_eager``, which compiles nothing; timings are only meaningful with the default, inductor).
@@ -24,10 +25,12 @@ import torch
 import implementations
 
 from .objectives import ChainScores, Inference
-from .schema import TIMING_MODES as MODES
+from .uses import PYTORCH_CRF
+from .uses import TIMING_MODES as MODES
 
-#: Methods that are never compiled: their iterations stop on the scores' values.
-CAPTURE_EXEMPT = frozenset({"sparsemap"})
+#: Methods that are never compiled: SparseMAP's iterations stop on the scores' values, and
+#: pytorch-crf's Viterbi backtraces on the host (a baseline timed as people run it).
+CAPTURE_EXEMPT = frozenset({"sparsemap", PYTORCH_CRF})
 #: Names the ``torch.compile`` backend (default: inductor).
 BACKEND_VARIABLE = "CRFBENCH_COMPILE_BACKEND"
 
@@ -40,9 +43,9 @@ def check_modes(modes: tuple[str, ...] | list[str]) -> tuple[str, ...]:
     return tuple(modes)
 
 
-def compiles(inference: Inference) -> bool:
-    """Whether ``inference`` has a compiled mode (it is not :data:`CAPTURE_EXEMPT`)."""
-    return inference.method not in CAPTURE_EXEMPT
+def compiles(method: str) -> bool:
+    """Whether ``method`` has a compiled mode (it is not :data:`CAPTURE_EXEMPT`)."""
+    return method not in CAPTURE_EXEMPT
 
 
 def compile_function(function: Callable[..., Any], device: torch.device) -> Callable[..., Any]:
@@ -58,7 +61,7 @@ class CompiledInference:
     scores back); called like an :class:`Inference`."""
 
     def __init__(self, inference: Inference, device: torch.device) -> None:
-        if not compiles(inference):
+        if not compiles(inference.method):
             raise ValueError(f"{inference.method}: has no compiled mode (its iterations stop on values)")
         self.method, self.function, self.options = inference.method, inference.function, inference.options
         contract = getattr(implementations.get(inference.method, backend="torch"), inference.function)

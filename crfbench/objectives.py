@@ -7,8 +7,9 @@ constraints as ``-inf`` (transitions, first tag, last tag). Losses and decoders 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
@@ -69,7 +70,17 @@ def is_partial(loss: str) -> bool:
     return LOSSES[loss].function == "partial_loss"
 
 
-def describe(inference: Inference) -> dict[str, Any]:
+class Described(Protocol):
+    """What a result row says of a call: an :class:`Inference`, or a timed baseline's."""
+
+    @property
+    def method(self) -> str: ...
+
+    @property
+    def options(self) -> Mapping[str, Any]: ...
+
+
+def describe(inference: Described) -> dict[str, Any]:
     """Method and iteration count, for result rows."""
     return {"method": inference.method, "iterations": inference.options.get("iterations")}
 

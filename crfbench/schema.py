@@ -80,13 +80,11 @@ TIMING_COLUMNS = (
     "network",  # "untrained", or the trained run whose model was timed (crfbench.timing)
     "kind",
     "name",
-    "mode",  # one of TIMING_MODES (crfbench.compiled)
+    "mode",  # one of crfbench.uses.TIMING_MODES
     "iterations",
     "round",
     "seconds",
 )
-#: How a timing row's item ran: eager, or compiled (``crfbench.compiled``), in a table's order.
-TIMING_MODES = ("eager", "compiled")
 #: The columns of the metrics and timing tables that hold numbers.
 NUMERIC_COLUMNS = ("value", "iterations", "round", "seconds")
 METRICS_NUMBERS = tuple(name for name in METRICS_COLUMNS if name in NUMERIC_COLUMNS)

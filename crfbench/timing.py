@@ -29,28 +29,30 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
 from . import environment
+from .baselines import PytorchCrf, is_partial, timed_decoder, timed_loss
 from .batching import select, shuffled_batches, targets
 from .compiled import CompiledInference, check_modes, compile_function, compiles
 from .config import RunConfig, check_device_available
 from .data.types import Sentence
 from .experiment import load_dataset, run_description, score_batch
 from .models import Scorer, build_scorer
-from .objectives import DECODERS, LOSSES, Inference, describe, is_partial, training_loss
+from .objectives import Inference, describe
 from .run_folder import load_model, read_run_config, record_run, write_run_table
 from .schema import MODEL_FILE, TIMING_FILE
 from .stopwatch import best_seconds  # noqa: F401  (benchmarks import it from here)
+from .uses import TIMED_DECODERS, TIMED_LOSSES
 
 
 def default_losses(partial: bool) -> tuple[str, ...]:
-    """Losses that apply to fully or partially annotated training data."""
-    return tuple(name for name in LOSSES if is_partial(name) == partial)
+    """The losses and baseline losses that apply to fully or partially annotated training data."""
+    return tuple(name for name in TIMED_LOSSES if is_partial(name) == partial)
 
 
 def _synchronize(device: torch.device) -> None:
@@ -92,11 +94,11 @@ def _checked(*, batches: int, rounds: int, warmup: int, modes: Sequence[str]) ->
 def _check_names(losses: Sequence[str], decoders: Sequence[str]) -> None:
     """ValueError naming a loss or decoder that does not exist."""
     for name in losses:
-        if name not in LOSSES:
-            raise ValueError(f"losses: {name!r} is not one of {', '.join(LOSSES)}")
+        if name not in TIMED_LOSSES:
+            raise ValueError(f"losses: {name!r} is not one of {', '.join(TIMED_LOSSES)}")
     for name in decoders:
-        if name not in DECODERS:
-            raise ValueError(f"decoders: {name!r} is not one of {', '.join(DECODERS)}")
+        if name not in TIMED_DECODERS:
+            raise ValueError(f"decoders: {name!r} is not one of {', '.join(TIMED_DECODERS)}")
 
 
 def time_run(
@@ -104,7 +106,7 @@ def time_run(
     run_dir: Path,
     *,
     losses: Sequence[str] | None = None,
-    decoders: Sequence[str] = tuple(DECODERS),
+    decoders: Sequence[str] = tuple(TIMED_DECODERS),
     modes: Sequence[str] = ("eager",),
     batches: int = 5,
     rounds: int = 5,
@@ -157,11 +159,11 @@ def time_run(
     def train_step(
         name: str, mode: str = "eager", validate: bool = False
     ) -> Callable[[Sequence[Sentence]], None]:
-        inference = training_loss(name, config.loss_iterations)
-        loss_function: Inference | CompiledInference = inference
+        inference = timed_loss(name, config.loss_iterations, dataset.tagset, device)
+        loss_function: Inference | CompiledInference | PytorchCrf = inference
         scorer: Any = scorers[name != "unstructured"]  # a Scorer, or compiled
         if mode == "compiled":
-            loss_function = CompiledInference(inference, device)
+            loss_function = CompiledInference(cast(Inference, inference), device)
             scorer = compiled_scorers[name != "unstructured"]
 
         def step(sentences: Sequence[Sentence]) -> None:
@@ -176,10 +178,10 @@ def time_run(
     def decode_step(
         name: str, mode: str = "eager", validate: bool = False
     ) -> Callable[[Sequence[Sentence]], None]:
-        decoder: Inference | CompiledInference = DECODERS[name]
+        decoder: Inference | CompiledInference | PytorchCrf = timed_decoder(name, dataset.tagset, device)
         scorer: Any = scorers[True]  # a Scorer, or compiled
         if mode == "compiled":
-            decoder, scorer = CompiledInference(DECODERS[name], device), compiled_scorers[True]
+            decoder, scorer = CompiledInference(cast(Inference, decoder), device), compiled_scorers[True]
 
         @torch.no_grad()
         def step(sentences: Sequence[Sentence]) -> None:
@@ -189,12 +191,26 @@ def time_run(
         return step
 
     items = [
-        ("train", name, train_step, train_batches, training_loss(name, config.loss_iterations))
+        (
+            "train",
+            name,
+            train_step,
+            train_batches,
+            timed_loss(name, config.loss_iterations, dataset.tagset, device),
+        )
         for name in losses
-    ] + [("decode", name, decode_step, dev_batches, DECODERS[name]) for name in decoders]
+    ] + [
+        ("decode", name, decode_step, dev_batches, timed_decoder(name, dataset.tagset, device))
+        for name in decoders
+    ]
     for _, name, make_step, batch_list, _ in items:  # validate every input once, untimed
         make_step(name, validate=True)(batch_list[0])
-    timed = [(mode, *item) for mode in timed_modes for item in items if mode == "eager" or compiles(item[-1])]
+    timed = [
+        (mode, *item)
+        for mode in timed_modes
+        for item in items
+        if mode == "eager" or compiles(item[-1].method)
+    ]
     steps = {(mode, name): make_step(name, mode) for mode, _, name, make_step, _, _ in timed}
 
     where = environment.describe(device)

@@ -69,6 +69,28 @@ _DECODERS = (
 )
 
 
+#: How the timing stage runs a use: eager, or compiled (``crfbench.compiled``), in a table's order.
+TIMING_MODES = ("eager", "compiled")
+
+#: pytorch-crf (``torchcrf``), timed as the implementation most papers compare with: not an
+#: ``implementations`` method, so ``crfbench.baselines`` calls it.
+PYTORCH_CRF = "pytorch-crf"
+
+#: The baselines the timing stage times beside the losses and decoders, never trained or evaluated:
+#: the forward algorithm and Viterbi as a parallel scan (``crf-scan``, as torch-struct has them)
+#: and as pytorch-crf's Python loop over positions. The sequential ones are the losses ``crf`` and
+#: ``crf-partial`` and the decoder ``viterbi``.
+_BASELINE_LOSSES = (
+    Use("crf-scan", "crf-scan", "loss", "CRF (parallel scan)"),
+    Use("crf-scan-partial", "crf-scan", "partial_loss", "CRF partial (parallel scan)"),
+    Use(PYTORCH_CRF, PYTORCH_CRF, "loss", "CRF (pytorch-crf)"),
+)
+_BASELINE_DECODERS = (
+    Use("viterbi-scan", "crf-scan", "decode", "Viterbi (parallel scan)"),
+    Use(f"viterbi-{PYTORCH_CRF}", PYTORCH_CRF, "decode", "Viterbi (pytorch-crf)"),
+)
+
+
 def _by_name(uses: tuple[Use, ...]) -> Mapping[str, Use]:
     table = {use.name: use for use in uses}
     assert len(table) == len(uses), "duplicate use name"
@@ -79,6 +101,10 @@ def _by_name(uses: tuple[Use, ...]) -> Mapping[str, Use]:
 LOSSES: Mapping[str, Use] = _by_name(_LOSSES)
 #: Decoders by name.
 DECODERS: Mapping[str, Use] = _by_name(_DECODERS)
+#: What the timing stage may time: the losses and the baseline losses, by name.
+TIMED_LOSSES: Mapping[str, Use] = _by_name(_LOSSES + _BASELINE_LOSSES)
+#: What the timing stage may time: the decoders and the baseline decoders, by name.
+TIMED_DECODERS: Mapping[str, Use] = _by_name(_DECODERS + _BASELINE_DECODERS)
 
 
 def decoders_of(method: str) -> tuple[str, ...]:
