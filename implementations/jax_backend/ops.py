@@ -80,6 +80,17 @@ def concatenate(arrays: Sequence[Array], axis: int) -> Array:
     return jnp.concatenate(list(arrays), axis=axis)
 
 
+def nan_to_num(x: Array, nan: float, posinf: float, neginf: float) -> Array:
+    """``x`` with NaN, +inf and -inf replaced by the numbers given."""
+    return jnp.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf)
+
+
+def recorded(*arrays: Array) -> bool:
+    """Whether the operations on ``arrays`` may be differentiated: always, since a trace does not
+    tell (torch's answers from autograd's state)."""
+    return True
+
+
 def stack(arrays: Sequence[Array], axis: int) -> Array:
     return jnp.stack(list(arrays), axis=axis)
 

@@ -99,6 +99,17 @@ def stop_gradient(x: Tensor) -> Tensor:
     return x.detach()
 
 
+def nan_to_num(x: Tensor, nan: float, posinf: float, neginf: float) -> Tensor:
+    """``x`` with NaN, +inf and -inf replaced by the numbers given (a zero gradient there)."""
+    return torch.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf)
+
+
+def recorded(*arrays: Tensor) -> bool:
+    """Whether autograd records the operations on ``arrays``: an in-place update must then spare
+    what a backward reads, and a -inf must not meet a derivative."""
+    return torch.is_grad_enabled() and any(a.requires_grad for a in arrays)
+
+
 # -- for the SparseMAP kernels (kernels/sparsemap*.py)
 
 uint8 = torch.uint8

@@ -20,34 +20,17 @@ from typing import Any
 
 import jax
 
-from ...kernels.bcrf import Request as _Request
 from ...kernels.bcrf_contract import Pieces, bind, bind_decode
+from ...kernels.bcrf_numerics import _unary
 from ...solver import SolverOutput
 from .._fixed_point import iterate_with_errors
 from .._scores import arc_terms, gold_score, mask_emissions
 from .._tokens import argmax_tags
-from .exactness import _flows
 from .forms import _form, _run
 from .gradients import _scaled_value
-from .log_form import _project
-from .numerics import _unary
-from .scaling import _scaled_initial, _scaling_projection
-from .sweep import _linear_start
-from .transition_kernel import _kernel, _vectors
 
 __all__ = ["decode", "log_partition", "loss", "marginals", "partial_loss", "solve"]
 
-#: Internal names that tests and benchmarks read off this module (not the contract)
-_INTERNALS = (
-    _flows,
-    _Request,
-    _linear_start,
-    _project,
-    _scaled_initial,
-    _scaling_projection,
-    _kernel,
-    _vectors,
-)
 _SOLVER = ("iterations", "temperature", "order", "tolerance", "form")
 
 

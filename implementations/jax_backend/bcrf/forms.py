@@ -10,11 +10,11 @@ from typing import Any
 from jax import Array
 
 from ...kernels.bcrf import Form, iteration, run, violation
+from ...kernels.bcrf_numerics import _arc_marginals
 from ...kernels.bcrf_options import BcrfOptions, first_clusters
 from .._fixed_point import iterate
 from .._scores import ArcTerms
 from .log_form import _initial, _log_solution, _project
-from .numerics import _arc_marginals
 from .scaling import _scaled_initial, _scaled_log_q, _scaled_solution, _scaling_step
 from .sweep import _sweep_steps
 from .transition_kernel import _tags_first

@@ -8,8 +8,9 @@ import numpy as np
 from jax import Array
 
 from ...kernels.bcrf import Solution
+from ...kernels.bcrf_numerics import _arc_marginals
 from .._semiring import logsumexp
-from .numerics import _arc_marginals, _cluster_shifts
+from .numerics import _cluster_shifts
 
 
 def _project(log_q: Array, lengths: Array, first: int) -> Array:

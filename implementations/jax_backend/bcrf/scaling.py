@@ -13,11 +13,12 @@ import numpy as np
 from jax import Array, lax
 
 from ...kernels.bcrf import Request, Solution, iteration
+from ...kernels.bcrf_numerics import _floor, _padding
 from ...kernels.bcrf_options import first_clusters
 from .._scores import ArcTerms
 from .._semiring import logsumexp
 from .exactness import _flows, _group_flows
-from .numerics import _cluster_shifts, _floor, _padding
+from .numerics import _cluster_shifts
 from .transition_kernel import _Kernel, _kernel, _tags_first, _unused, _Vectors, _vectors
 
 #: A scaling-form iterate, ``log q[i, a, b] = log K[i, a, b] + log_v[i, a] + log_u[i+1, b]``: the log
@@ -186,5 +187,5 @@ def _arc_gradient(arcs: Array | tuple[_Kernel, _Vectors, _Vectors], weights: Arr
         log_q = kernel.log + rows.log[..., :, None] + columns.log[..., None, :]
         return _arc_gradient(jnp.exp(log_q), weights, shared)
 
-    large = (log_scale > -_floor(log_scale.dtype) / 2).any()
+    large = (log_scale > -_floor(log_scale) / 2).any()
     return lax.cond(large, in_log_space, linear)

@@ -18,16 +18,17 @@ import torch
 from torch import Tensor
 
 from ...kernels.bcrf import Request
+from ...kernels.bcrf_numerics import _floor, _safe_log
 from .._semiring import logsumexp
 from . import run_state
-from .numerics import _floor, _interleaved, _safe_log
+from .numerics import _interleaved
 from .transition_kernel import _Kernel, _product, _tags_first, _Vectors
 
 
 def _smallest(minima: list[Tensor]) -> tuple[Tensor, float]:
     """The smallest read products (0-d each), stacked, and ``e^{F/2}``: a product above it is
     exact to rounding in linear space."""
-    return torch.stack(minima), math.exp(_floor(minima[0].dtype) / 2)
+    return torch.stack(minima), math.exp(_floor(minima[0]) / 2)
 
 
 def _defers(tensor: Tensor) -> bool:

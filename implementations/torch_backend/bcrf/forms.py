@@ -13,12 +13,12 @@ from typing import Any
 from torch import Tensor
 
 from ...kernels.bcrf import Form, Solution, iteration, run, violation
+from ...kernels.bcrf_numerics import _arc_marginals
 from ...kernels.bcrf_options import BcrfOptions, first_clusters
 from .._fixed_point import iterate
 from .._scores import ArcTerms
 from .linear import _linear_projection, _linear_start, _log_scalings
 from .log_form import _initial, _log_solution, _project
-from .numerics import _arc_marginals
 from .scaling import _scaled_initial, _scaled_marginals, _scaled_solution, _scaling_projection
 from .sweep import _sweep_steps
 from .transition_kernel import _Kernel, _tags_first, _with_transposes

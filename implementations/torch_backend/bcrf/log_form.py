@@ -8,8 +8,9 @@ import torch
 from torch import Tensor
 
 from ...kernels.bcrf import Solution
+from ...kernels.bcrf_numerics import _arc_marginals, _finite_or_zero
 from .._semiring import logsumexp
-from .numerics import _arc_marginals, _cluster_shifts, _finite_or_zero, _inner, _scaled
+from .numerics import _cluster_shifts, _inner, _scaled
 
 
 def _project(log_q: Tensor, lengths: Tensor, first: int) -> Tensor:

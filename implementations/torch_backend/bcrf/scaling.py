@@ -15,19 +15,13 @@ import torch
 from torch import Tensor
 
 from ...kernels.bcrf import Request, Solution
+from ...kernels.bcrf_numerics import _floor, _padding
 from .._scores import ArcTerms
 from .._semiring import logsumexp
+from ..ops import recorded
 from . import compilation
 from .exactness import _flows, _group_flows
-from .numerics import (
-    _cluster_shifts,
-    _floor,
-    _inner,
-    _interleaved,
-    _padding,
-    _recorded,
-    _scaled,
-)
+from .numerics import _cluster_shifts, _inner, _interleaved, _scaled
 from .transition_kernel import (
     _in_layout,
     _Kernel,
@@ -127,7 +121,7 @@ def _scaling_projection(kernel: _Kernel, lengths: Tensor, num_arcs: int, first: 
     def project(scalings: Scalings) -> Scalings:
         if clusters == 0:
             return scalings
-        if fused and not _recorded(kernel.linear, *scalings):
+        if fused and not recorded(kernel.linear, *scalings):
             new = compilation._run_compiled(_projected, scalings, kernel, inside, outside, parity)
         else:
             new = _projected(scalings, kernel, inside, outside, parity)
@@ -229,7 +223,7 @@ def _arc_gradient(arcs: Tensor | tuple[_Kernel, _Vectors, _Vectors], weights: Te
     kernel, rows, columns = arcs
     tags_first = _tags_first(kernel)
     log_scale = rows.shift + columns.shift  # (B, N-1, 1), or (1, N-1, B) tags first
-    in_log_space = log_scale.numel() and float(log_scale.detach().amax()) > -_floor(log_scale.dtype) / 2
+    in_log_space = log_scale.numel() and float(log_scale.detach().amax()) > -_floor(log_scale) / 2
     if tags_first and (in_log_space or not shared):  # the per-arc formulas read (B, N-1, T) vectors
         rows, columns = (
             _Vectors(*(_in_layout(kernel, x, contiguous=False) for x in v)) for v in (rows, columns)
@@ -246,7 +240,7 @@ def _arc_gradient(arcs: Tensor | tuple[_Kernel, _Vectors, _Vectors], weights: Te
         return (row_weights.flatten(0, 1).T @ linear_columns.flatten(0, 1)) * kernel.linear
     if not kernel.by_parity:
         weighted = kernel.linear * row_weights.unsqueeze(-1)
-    elif _recorded(kernel.linear, row_weights):
+    elif recorded(kernel.linear, row_weights):
         weighted = _interleaved(
             *(k * row_weights[:, p::2].unsqueeze(-1) for p, (k, _) in enumerate(kernel.parities))
         )
@@ -254,6 +248,6 @@ def _arc_gradient(arcs: Tensor | tuple[_Kernel, _Vectors, _Vectors], weights: Te
         weighted = kernel.linear.new_empty(kernel.linear.shape)
         for p, (k, _) in enumerate(kernel.parities):
             torch.mul(k, row_weights[:, p::2].unsqueeze(-1), out=weighted[:, p::2])
-    if _recorded(weighted, linear_columns):
+    if recorded(weighted, linear_columns):
         return weighted * linear_columns.unsqueeze(-2)  # the product's backward reads ``weighted``
     return weighted.mul_(linear_columns.unsqueeze(-2))  # in place: one (B, N-1, T, T) array, not two

@@ -12,9 +12,11 @@ from typing import NamedTuple, cast
 import torch
 from torch import Tensor
 
+from ...kernels.bcrf_numerics import _finite_or_zero, _floor
 from .._semiring import largest
+from ..ops import recorded
 from . import compilation
-from .numerics import _finite_or_zero, _floor, _recorded, _scaled
+from .numerics import _scaled
 
 #: (K, Kᵀ) of the groups of one parity, Kᵀ None until made (:func:`_with_transposes`); both parities
 _Parities = tuple[tuple[Tensor, Tensor | None], tuple[Tensor, Tensor | None]]
@@ -68,17 +70,17 @@ def _kernel(transitions: Tensor, temperature: float) -> _Kernel:
             [*range(0, scaled.shape[1], 2), *range(1, scaled.shape[1], 2)], device=scaled.device
         )
         log, shifts = scaled.index_select(1, order), shift[:, order, None, None]
-        log = log - shifts if _recorded(log) else log.sub_(shifts)
+        log = log - shifts if recorded(log) else log.sub_(shifts)
     else:
         log = scaled - (shift if shared else shift[..., None, None])
     tiny = torch.finfo(log.dtype).tiny
-    if _recorded(log):
+    if recorded(log):
         linear = torch.threshold(torch.exp(log), tiny, 0.0)
     else:  # in place on one fresh array: a per-arc kernel is as large as the arcs
         # (threshold_ is in torch.nn.functional, not in its stubs)
         linear = torch.nn.functional.threshold_(log.exp_(), tiny, 0.0)  # type: ignore[attr-defined]
     # one read-back a call (where a GPU defers the tests, a failed one would run the call again)
-    vouched = bool(linear.numel()) and bool(linear.detach().amin() > math.exp(_floor(linear.dtype) / 2))
+    vouched = bool(linear.numel()) and bool(linear.detach().amin() > math.exp(_floor(linear) / 2))
     if shared:
         pair = (linear, linear.T.contiguous())
         return _Kernel(scaled, shift, linear, (pair, pair), vouched)
