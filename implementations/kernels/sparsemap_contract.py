@@ -86,9 +86,10 @@ def bind(pieces: Pieces, module: str) -> dict[str, Callable[..., Any]]:
         atom would depend on the solver."""
         unary = pieces.solve(emissions, transitions, lengths, start, end, **options).unary
         forbidden = pieces.scores.forbidden_pattern
-        return pieces.chain.viterbi(unary, forbidden(transitions), lengths, forbidden(start), forbidden(end))[
-            1
-        ]
+        _, tags = pieces.chain.viterbi(
+            unary, forbidden(transitions), lengths, forbidden(start), forbidden(end)
+        )
+        return tags
 
     def log_partition(emissions, transitions, lengths, start, end, **options):
         """The SparseMAP value ``max_y θᵀy − ½‖My‖²`` (B,); its gradient is ``(u*, v*)`` (Danskin)."""
