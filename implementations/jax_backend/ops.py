@@ -137,6 +137,20 @@ def max_argmax(x: Array, axis: int) -> tuple[Array, Array]:
     return x.max(axis), x.argmax(axis)
 
 
+# -- for BCRF's log form (kernels/bcrf_log_form.py)
+expand_dims = jnp.expand_dims
+
+
+def put_rows(x: Array, index: Array, values: Array) -> Array:
+    """``x`` with ``values[:, j]`` written at ``x[:, index[j]]`` (distinct indices along axis 1)."""
+    return x.at[:, index].set(values)
+
+
+def inner(x: Array, y: Array) -> Array:
+    """``Σ x ⊙ y`` (B,) over all but the first axis."""
+    return (x * y).sum(tuple(range(1, x.ndim)))
+
+
 # -- for the exact and Bethe kernels
 #: the framework's NumPy-like namespace, for code written against one (``implementations.energies``)
 array_namespace = jnp

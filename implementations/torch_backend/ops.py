@@ -154,6 +154,23 @@ def swapaxes(x: Tensor, axis1: int, axis2: int) -> Tensor:
     return x.transpose(axis1, axis2)
 
 
+# -- for BCRF's log form (kernels/bcrf_log_form.py)
+
+
+def expand_dims(x: Tensor, axis: int) -> Tensor:
+    return x.unsqueeze(axis)
+
+
+def put_rows(x: Tensor, index: Tensor, values: Tensor) -> Tensor:
+    """``x`` with ``values[:, j]`` written at ``x[:, index[j]]`` (distinct indices along axis 1)."""
+    return x.index_copy(1, index, values)
+
+
+def inner(x: Tensor, y: Tensor) -> Tensor:
+    """``Σ x ⊙ y`` (B,) over all but the first axis, as a batched dot (no temporary as big as ``x``)."""
+    return torch.bmm(x.flatten(1).unsqueeze(1), y.flatten(1).unsqueeze(2)).view(-1)
+
+
 # -- for the exact and Bethe kernels
 #: the framework's NumPy-like namespace, for code written against one (``implementations.energies``)
 array_namespace = torch

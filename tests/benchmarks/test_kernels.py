@@ -1,7 +1,7 @@
 """Benchmarks, not tests: the hot kernels on one CPU thread, so regressions show in a developer's loop.
 
 * IBP half-step: one KL projection onto one parity of clusters of a (B, N-1, T, T) arc tensor,
-  B=64, N=50, in the log form (``bcrf.log_form._project``) and in the scaling form
+  B=64, N=50, in the log form (``kernels.bcrf_log_form._project``) and in the scaling form
   (``bcrf.scaling._scaling_projection``, from its initial state, built outside the timing), the latter
   with per-position transitions (a kernel per arc group) and shared ones (one (T, T) kernel);
 * forward step: one filtering step of the sequential exact CRF (``_chain.forward_step``), B=64.
@@ -42,7 +42,7 @@ def _ibp_inputs(backend: str, num_tags: int):
 
 @TAGS
 def test_ibp_half_step_torch(benchmark, num_tags):
-    from implementations.torch_backend.bcrf.log_form import _project
+    from implementations.kernels.bcrf_log_form import _project
 
     log_q, lengths = _ibp_inputs("torch", num_tags)
     benchmark.group = f"IBP half-step B={BATCH} N={LENGTH} T={num_tags}"
@@ -53,7 +53,7 @@ def test_ibp_half_step_torch(benchmark, num_tags):
 @TAGS
 def test_ibp_half_step_jax(benchmark, num_tags):
     jax = pytest.importorskip("jax")
-    from implementations.jax_backend.bcrf.log_form import _project
+    from implementations.kernels.bcrf_log_form import _project
 
     log_q, lengths = _ibp_inputs("jax", num_tags)
     project = jax.jit(_project, static_argnums=2)

@@ -74,6 +74,11 @@ CASES = [
     # the exact and Bethe kernels
     ("xlogy", (np.abs(_X), np.abs(_Y))),
     ("xlogy", (np.where(_MASK, _X, 0.0) ** 2, np.abs(_Y))),  # 0 · log y = 0
+    # BCRF's log form
+    ("expand_dims", (_X, 0)),
+    ("expand_dims", (_X, -1)),
+    ("put_rows", (np.zeros((3, 5, 2)), np.array([3, 0]), _RNG.normal(size=(3, 2, 2)))),
+    ("inner", (_RNG.normal(size=(3, 2, 4)), _RNG.normal(size=(3, 2, 4)))),
 ]
 
 

@@ -4,8 +4,9 @@ backend (its package's docstring gives the method; docs/derivations.md §3.3, §
 iterations are a ``lax.scan`` of fixed length.
 
 This module holds the contract's functions; the package's modules hold the forms, which compute
-the same iterates: :mod:`.log_form` (``form="log"``) and :mod:`.scaling` (``form="scaling"``,
-the default but for ``decode``) on the kernel of :mod:`.transition_kernel`, its flows vouched for
+the same iterates: the log form (``form="log"``, written once for both backends in
+:mod:`implementations.kernels.bcrf_log_form`) and :mod:`.scaling` (``form="scaling"``, the default
+but for ``decode``) on the kernel of :mod:`.transition_kernel`, its flows vouched for
 or recomputed in log space (``lax.cond``) by :mod:`.exactness`; on the CPU, large per-position
 kernels iterate without a tolerance in torch's C sweep through XLA's FFI (:mod:`.sweep`),
 differentiated as XLA's iterations. :mod:`.forms` picks one for a call and :mod:`.gradients`

@@ -14,7 +14,8 @@ are invariant to per-group shifts).
 This module holds the contract's functions; the package's modules hold the strategies, which
 compute the same iterates (docs/derivations.md §3.12):
 
-- :mod:`.log_form`: ``form="log"``, the iterate is ``log q`` itself;
+- :mod:`implementations.kernels.bcrf_log_form`: ``form="log"``, the iterate is ``log q`` itself
+  (written once for both backends);
 - :mod:`.scaling`: ``form="scaling"`` (the default but for ``decode``), ``log q = log K + log v ⊕
   log u`` with a fixed kernel (:mod:`.transition_kernel`), each projection two matrix products,
   whose flows :mod:`.exactness` vouches for or recomputes in log space;

@@ -15,13 +15,14 @@ import torch
 from torch import Tensor
 
 from ...kernels.bcrf import Request, Solution
+from ...kernels.bcrf_log_form import _cluster_shifts, _scaled
 from ...kernels.bcrf_numerics import _floor, _padding
 from .._scores import ArcTerms
 from .._semiring import logsumexp
 from ..ops import recorded
 from . import compilation
 from .exactness import _flows, _group_flows
-from .numerics import _cluster_shifts, _inner, _interleaved, _scaled
+from .numerics import _inner, _interleaved
 from .transition_kernel import (
     _in_layout,
     _Kernel,

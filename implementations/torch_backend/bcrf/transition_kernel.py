@@ -12,11 +12,11 @@ from typing import NamedTuple, cast
 import torch
 from torch import Tensor
 
+from ...kernels.bcrf_log_form import _scaled
 from ...kernels.bcrf_numerics import _finite_or_zero, _floor
 from .._semiring import largest
 from ..ops import recorded
 from . import compilation
-from .numerics import _scaled
 
 #: (K, Kᵀ) of the groups of one parity, Kᵀ None until made (:func:`_with_transposes`); both parities
 _Parities = tuple[tuple[Tensor, Tensor | None], tuple[Tensor, Tensor | None]]
