@@ -12,9 +12,9 @@ ROOT = Path(__file__).resolve().parents[1]
 #: The longest a module of the inference core or the engine may be, in lines.
 MAX_MODULE_LINES = 600
 #: The most identical lines all same-named torch/JAX modules may share together: a ratchet, lowered
-#: as twins are written once (833 before the ops namespace; the goal is 250, most of what is left
-#: being BCRF's package). Raise it only with a reason a reviewer accepts.
-MAX_TWIN_LINES = 343
+#: as twins are written once (833 before the ops namespace). What is left is mostly imports and the
+#: signatures of functions whose bodies differ. Raise it only with a reason a reviewer accepts.
+MAX_TWIN_LINES = 241
 
 
 def _code_lines(path: Path) -> list[str]:

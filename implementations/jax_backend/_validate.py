@@ -10,14 +10,12 @@ function to get them all; ``validate=False`` skips every check, traced or not.
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-from jax import Array, lax
+from jax import Array
 
 from .. import contract
 from .._validation import Checks
-from . import _chain
-from ._scores import forbidden_pattern, gold_score, mask_emissions
+from . import _chain, _scores, ops
 
 
 class _Abstract:
@@ -49,14 +47,4 @@ def _abstract(x: Array | None, fill: int = 0) -> _Abstract | np.ndarray | None:
     return np.full(x.shape, fill, dtype=x.dtype)
 
 
-_CHECKS = Checks(
-    viterbi=_chain.viterbi,
-    gold_score=gold_score,
-    mask_emissions=mask_emissions,
-    isneginf=jnp.isneginf,
-    constant=lax.stop_gradient,
-    forbidden_pattern=forbidden_pattern,
-    traced=_traced,
-    stand_in=_abstract,
-)
-check_scores, check_gold, check_partial = _CHECKS.check_scores, _CHECKS.check_gold, _CHECKS.check_partial
+check_scores, check_gold, check_partial = Checks(_chain, _scores, ops, _traced, _abstract).functions()

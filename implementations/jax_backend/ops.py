@@ -80,6 +80,17 @@ def concatenate(arrays: Sequence[Array], axis: int) -> Array:
     return jnp.concatenate(list(arrays), axis=axis)
 
 
+def nan_to_num(x: Array, nan: float, posinf: float, neginf: float) -> Array:
+    """``x`` with NaN, +inf and -inf replaced by the numbers given."""
+    return jnp.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf)
+
+
+def recorded(*arrays: Array) -> bool:
+    """Whether the operations on ``arrays`` may be differentiated: always, since a trace does not
+    tell (torch's answers from autograd's state)."""
+    return True
+
+
 def stack(arrays: Sequence[Array], axis: int) -> Array:
     return jnp.stack(list(arrays), axis=axis)
 
@@ -124,6 +135,20 @@ def log_softmax(x: Array, axis: int) -> Array:
 def max_argmax(x: Array, axis: int) -> tuple[Array, Array]:
     """The largest entry along ``axis`` and its index (the first, on ties)."""
     return x.max(axis), x.argmax(axis)
+
+
+# -- for BCRF's log form (kernels/bcrf_log_form.py)
+expand_dims = jnp.expand_dims
+
+
+def put_rows(x: Array, index: Array, values: Array) -> Array:
+    """``x`` with ``values[:, j]`` written at ``x[:, index[j]]`` (distinct indices along axis 1)."""
+    return x.at[:, index].set(values)
+
+
+def inner(x: Array, y: Array) -> Array:
+    """``Σ x ⊙ y`` (B,) over all but the first axis."""
+    return (x * y).sum(tuple(range(1, x.ndim)))
 
 
 # -- for the exact and Bethe kernels

@@ -2,13 +2,15 @@
 (shared with torch, where the method is described); this module runs them in a
 ``lax.while_loop`` (at least one iteration runs) that stops once every sequence is done, under
 ``jax.jit`` with the options static, and attaches the gradients as ``jax.custom_vjp`` rules:
-Prop. 1 for ``marginals``, Danskin for the value and the losses.
+Prop. 1 for ``marginals``, Danskin for the value and the losses. The contract's functions are
+written once, in ``implementations/kernels/sparsemap_contract.py`` (with their documentation), and
+bound here to these pieces; ``solve`` hands ``iterations`` back as a Python int when called eagerly.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
+from functools import partial, update_wrapper
 from typing import Any
 
 import jax
@@ -16,8 +18,8 @@ import jax.numpy as jnp
 from jax import Array, lax
 
 from ..kernels import sparsemap as kernel
-from . import _chain, _tree
-from ._scores import boundary, forbidden_pattern, gold_score, mask_emissions
+from ..kernels import sparsemap_contract as contract
+from . import _chain, _scores, _tree
 
 _ORACLES: dict[str, Callable[..., Any]] = {"viterbi": _chain.viterbi, "scan": _tree.viterbi}
 #: The solvers' precision: float64 (the gap, a difference of path scores tens to hundreds in size,
@@ -50,18 +52,10 @@ def _solve(
     (:func:`_working`); the marginals, value and gaps come back in the scores' dtype."""
     working = _working()
     with jax.default_matmul_precision("highest"):  # torch's: no TF32 on a GPU, even in float32
-        problem = kernel.problem(
-            emissions,
-            transitions,
-            lengths,
-            start,
-            end,
-            oracle=_ORACLES[oracle],
-            score=gold_score,
-            working=working,
-            tolerance=tolerance,
+        oracles = {"oracles": _ORACLES, "score": _scores.gold_score, "working": working}
+        problem, state = contract.begin(
+            emissions, transitions, lengths, start, end, oracle, tolerance, max_support, **oracles
         )
-        state = kernel.initial(problem, max_support)
         errors = jnp.full((iterations, lengths.shape[0]), jnp.nan, working)
 
         def unfinished(carry: tuple[Array, kernel.State, Array]) -> Array:
@@ -82,10 +76,10 @@ Options = tuple[tuple[str, Any], ...]
 
 @partial(jax.custom_vjp, nondiff_argnums=(5, 6))
 def _marginals(emissions, transitions, start, end, lengths, options: Options, shared: bool):
-    """``(u*, v*)`` with the backward pass of Prop. 1 (:func:`kernel.marginals_gradients`), which
-    jax differentiates again; ``options`` and ``shared`` (``transitions`` is (T, T)) are static."""
-    solution = _solve(emissions, transitions, lengths, start, end, **dict(options))
-    return solution.unary, solution.pairwise
+    """The contract's ``(u*, v*)`` as a ``jax.custom_vjp``, its backward pass Prop. 1's
+    (:func:`kernel.marginals_gradients`), which jax differentiates again; ``options`` and
+    ``shared`` (``transitions`` is (T, T)) are static."""
+    return _marginals_forward(emissions, transitions, start, end, lengths, options, shared)[0]
 
 
 def _marginals_forward(emissions, transitions, start, end, lengths, options: Options, shared: bool):
@@ -126,68 +120,32 @@ def _danskin_backward(options: Options, shared: bool, saved: tuple[Array, Array,
 _danskin_value.defvjp(_danskin_forward, _danskin_backward)
 
 
-def _value(emissions, transitions, lengths, start, end, **options) -> Array:
-    start, end = boundary(start, emissions), boundary(end, emissions)
-    shared = transitions.ndim == 2
-    return _danskin_value(emissions, transitions, start, end, lengths, tuple(sorted(options.items())), shared)
+def _shared(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` with its static ``shared`` (``transitions`` is (T, T)) read off the scores."""
+    return lambda emissions, transitions, start, end, lengths, options: function(
+        emissions, transitions, start, end, lengths, options, transitions.ndim == 2
+    )
 
 
 # ------------------------------------------------------------------------------ the contract
 
 
-def solve(emissions, transitions, lengths, start, end, **options):
-    """``kernel.output`` of the solve (``implementations.solver.SparseMAPOutput``); not
-    differentiable (use ``marginals``). ``iterations`` is a Python int when called eagerly, a 0-d
-    integer array under ``jax.jit``."""
+_PIECES = contract.Pieces(_solve, _shared(_marginals), _shared(_danskin_value), _chain, _scores)
+_FUNCTIONS = contract.bind(_PIECES, __name__)
+_jit = partial(jax.jit, static_argnames=_OPTIONS)
+_solve_output = _jit(_FUNCTIONS["solve"])
+
+
+def _solve_eagerly(emissions, transitions, lengths, start, end, **options):
     output = _solve_output(emissions, transitions, lengths, start, end, **options)
     if isinstance(output.iterations, jax.core.Tracer):
         return output
-    return output._replace(iterations=int(output.iterations))
+    return output._replace(iterations=int(output.iterations))  # a Python int, as in torch
 
 
-@partial(jax.jit, static_argnames=_OPTIONS)
-def _solve_output(emissions, transitions, lengths, start, end, **options):
-    return kernel.output(_solve(emissions, transitions, lengths, start, end, **options))
-
-
-@partial(jax.jit, static_argnames=_OPTIONS)
-def marginals(emissions, transitions, lengths, start, end, **options):
-    """``u*`` and ``v*``, differentiable by Prop. 1 (as the torch twin's)."""
-    start, end = boundary(start, emissions), boundary(end, emissions)
-    shared = transitions.ndim == 2
-    return _marginals(emissions, transitions, start, end, lengths, tuple(sorted(options.items())), shared)
-
-
-@partial(jax.jit, static_argnames=_OPTIONS)
-def decode(emissions, transitions, lengths, start, end, **options):
-    """The Hamming-loss MBR decoding under the constraints, Viterbi on ``u*`` (as the torch
-    twin's, which says why not the heaviest atom)."""
-    unary = _solve(emissions, transitions, lengths, start, end, **options).unary
-    return _chain.viterbi(
-        unary, forbidden_pattern(transitions), lengths, forbidden_pattern(start), forbidden_pattern(end)
-    )[1]
-
-
-@partial(jax.jit, static_argnames=_OPTIONS)
-def log_partition(emissions, transitions, lengths, start, end, **options):
-    """The SparseMAP value ``max_y θᵀy − ½‖My‖²`` (B,), gradient ``(u*, v*)`` (Danskin)."""
-    return _value(emissions, transitions, lengths, start, end, **options)
-
-
-@partial(jax.jit, static_argnames=("cost", *_OPTIONS))
-def loss(emissions, transitions, lengths, tags, start, end, *, cost, **options):
-    """The SparseMAP Fenchel–Young loss (B,), m-SparseMAP with ``cost="hamming"`` (as the torch
-    twin's)."""
-    if cost == "hamming":
-        emissions = kernel.hamming_augmented(emissions, tags)
-    value = _value(emissions, transitions, lengths, start, end, **options)
-    sizes = lengths.astype(value.dtype)
-    return value + 0.5 * sizes - gold_score(emissions, transitions, lengths, tags, start, end)
-
-
-@partial(jax.jit, static_argnames=_OPTIONS)
-def partial_loss(emissions, transitions, lengths, allowed, start, end, **options):
-    """Partial-label loss (B,): the SparseMAP value over every sequence minus that over the
-    sequences ``allowed`` (as the torch twin's)."""
-    full = _value(emissions, transitions, lengths, start, end, **options)
-    return full - _value(mask_emissions(emissions, allowed), transitions, lengths, start, end, **options)
+solve = update_wrapper(_solve_eagerly, _FUNCTIONS["solve"])
+marginals = _jit(_FUNCTIONS["marginals"])
+decode = _jit(_FUNCTIONS["decode"])
+log_partition = _jit(_FUNCTIONS["log_partition"])
+loss = jax.jit(_FUNCTIONS["loss"], static_argnames=("cost", *_OPTIONS))
+partial_loss = _jit(_FUNCTIONS["partial_loss"])

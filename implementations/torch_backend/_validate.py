@@ -2,18 +2,7 @@
 
 from __future__ import annotations
 
-import torch
-
 from .._validation import Checks
-from . import _chain
-from ._scores import forbidden_pattern, gold_score, mask_emissions
+from . import _chain, _scores, ops
 
-_CHECKS = Checks(
-    viterbi=_chain.viterbi,
-    gold_score=gold_score,
-    mask_emissions=mask_emissions,
-    isneginf=torch.isneginf,
-    constant=torch.Tensor.detach,
-    forbidden_pattern=forbidden_pattern,
-)
-check_scores, check_gold, check_partial = _CHECKS.check_scores, _CHECKS.check_gold, _CHECKS.check_partial
+check_scores, check_gold, check_partial = Checks(_chain, _scores, ops).functions()

@@ -99,6 +99,17 @@ def stop_gradient(x: Tensor) -> Tensor:
     return x.detach()
 
 
+def nan_to_num(x: Tensor, nan: float, posinf: float, neginf: float) -> Tensor:
+    """``x`` with NaN, +inf and -inf replaced by the numbers given (a zero gradient there)."""
+    return torch.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf)
+
+
+def recorded(*arrays: Tensor) -> bool:
+    """Whether autograd records the operations on ``arrays``: an in-place update must then spare
+    what a backward reads, and a -inf must not meet a derivative."""
+    return torch.is_grad_enabled() and any(a.requires_grad for a in arrays)
+
+
 # -- for the SparseMAP kernels (kernels/sparsemap*.py)
 
 uint8 = torch.uint8
@@ -141,6 +152,23 @@ def max_argmax(x: Tensor, axis: int) -> tuple[Tensor, Tensor]:
 
 def swapaxes(x: Tensor, axis1: int, axis2: int) -> Tensor:
     return x.transpose(axis1, axis2)
+
+
+# -- for BCRF's log form (kernels/bcrf_log_form.py)
+
+
+def expand_dims(x: Tensor, axis: int) -> Tensor:
+    return x.unsqueeze(axis)
+
+
+def put_rows(x: Tensor, index: Tensor, values: Tensor) -> Tensor:
+    """``x`` with ``values[:, j]`` written at ``x[:, index[j]]`` (distinct indices along axis 1)."""
+    return x.index_copy(1, index, values)
+
+
+def inner(x: Tensor, y: Tensor) -> Tensor:
+    """``Σ x ⊙ y`` (B,) over all but the first axis, as a batched dot (no temporary as big as ``x``)."""
+    return torch.bmm(x.flatten(1).unsqueeze(1), y.flatten(1).unsqueeze(2)).view(-1)
 
 
 # -- for the exact and Bethe kernels

@@ -2,18 +2,21 @@
 (shared with jax, where the method is described); this module runs them in a Python loop under
 ``torch.no_grad`` that stops once every sequence is done, and attaches the gradients as
 ``torch.autograd.Function``\\ s: Prop. 1 for ``marginals``, Danskin for the value and the losses.
+The contract's functions are written once, in ``implementations/kernels/sparsemap_contract.py``
+(with their documentation), and bound here to these pieces; ``solve`` and ``decode`` run under
+``torch.no_grad``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from functools import partial
 
 import torch
 from torch import Tensor
 
 from ..kernels import sparsemap as kernel
-from . import _chain, _tree
-from ._scores import boundary, forbidden_pattern, gold_score, mask_emissions
+from ..kernels import sparsemap_contract as contract
+from . import _chain, _scores, _tree
 
 _ORACLES = {"viterbi": _chain.viterbi, "scan": _tree.viterbi}
 #: The solvers' precision. The gap is a difference of path scores, tens to hundreds in size: in
@@ -21,6 +24,8 @@ _ORACLES = {"viterbi": _chain.viterbi, "scan": _tree.viterbi}
 #: active set stops early or cycles. The oracle and the K×K algebra are cheap next to the network
 #: that produces the scores, so they run in float64 for every input dtype.
 WORKING = torch.float64
+
+_begin = partial(contract.begin, oracles=_ORACLES, score=_scores.gold_score, working=WORKING)
 
 
 def _solve(
@@ -39,18 +44,7 @@ def _solve(
     """Run ``solver`` to convergence (or its limits) on detached scores, in float64 whatever the
     scores' dtype (:data:`WORKING`); the marginals, value and gaps come back in the scores' dtype."""
     with torch.no_grad():
-        problem = kernel.problem(
-            emissions,
-            transitions,
-            lengths,
-            start,
-            end,
-            oracle=_ORACLES[oracle],
-            score=gold_score,
-            working=WORKING,
-            tolerance=tolerance,
-        )
-        state = kernel.initial(problem, max_support)
+        problem, state = _begin(emissions, transitions, lengths, start, end, oracle, tolerance, max_support)
         errors = torch.full((iterations, lengths.shape[0]), torch.nan, dtype=WORKING, device=emissions.device)
         run = 0
         for k in range(iterations):
@@ -102,65 +96,14 @@ class _Value(torch.autograd.Function):
         return *kernel.danskin_gradients(grad, unary, pairwise, lengths, transitions.ndim == 2), None, None
 
 
-def _options(**options: Any) -> tuple[tuple[str, Any], ...]:
-    return tuple(sorted(options.items()))
-
-
-def _value(emissions, transitions, lengths, start, end, **options) -> Tensor:
-    start, end = boundary(start, emissions), boundary(end, emissions)
-    return _Value.apply(emissions, transitions, start, end, lengths, _options(**options))
-
-
 # ------------------------------------------------------------------------------ the contract
 
 
-def solve(emissions, transitions, lengths, start, end, **options):
-    """The SparseMAP solution with its support and Wolfe gap after each iteration
-    (``implementations.solver.SparseMAPOutput``, ``iterations`` a Python int); not differentiable
-    (use ``marginals``)."""
-    return kernel.output(_solve(emissions, transitions, lengths, start, end, **options))
-
-
-def marginals(emissions, transitions, lengths, start, end, **options):
-    """``u*`` (B, N, T) and ``v*`` (B, N-1, T, T): the support's tag and transition marginals,
-    differentiable by Prop. 1 (``v*`` is that of the support found, ``y*`` need not be unique)."""
-    start, end = boundary(start, emissions), boundary(end, emissions)
-    return _Marginals.apply(emissions, transitions, start, end, lengths, _options(**options))
-
-
-def decode(emissions, transitions, lengths, start, end, **options):
-    """The valid sequence with the largest sum of tag marginals ``u*`` (B, N), -1 on padding: the
-    Hamming-loss MBR decoding under the constraints (Viterbi on ``u*`` with only the ``-inf``
-    pattern of the transitions, start and end). It is the heaviest sequence of the support
-    whenever that one carries more than half the mass (its tags are then the per-position argmax),
-    and it depends on ``u*`` alone, which is unique, whereas the support's weights are not: atoms
-    ``[m_s; n_s]`` can be linearly dependent (two changes at distant positions), so the heaviest
-    atom would depend on the solver."""
-    with torch.no_grad():
-        unary = _solve(emissions, transitions, lengths, start, end, **options).unary
-    return _chain.viterbi(
-        unary, forbidden_pattern(transitions), lengths, forbidden_pattern(start), forbidden_pattern(end)
-    )[1]
-
-
-def log_partition(emissions, transitions, lengths, start, end, **options):
-    """The SparseMAP value ``max_y θᵀy − ½‖My‖²`` (B,); its gradient is ``(u*, v*)``."""
-    return _value(emissions, transitions, lengths, start, end, **options)
-
-
-def loss(emissions, transitions, lengths, tags, start, end, *, cost, **options):
-    """The SparseMAP Fenchel–Young loss (B,) ``value(η) + ½‖m_ȳ‖² − θ_ȳ``, gradient
-    ``[u* − m_ȳ; v* − n_ȳ]``; with ``cost="hamming"`` m-SparseMAP, the value taken at the
-    cost-augmented scores ``η_U + 1 − m_ȳ`` (the Hamming distance to the gold is linear in u)."""
-    if cost == "hamming":
-        emissions = kernel.hamming_augmented(emissions, tags)
-    value = _value(emissions, transitions, lengths, start, end, **options)
-    sizes = lengths.to(value.dtype)
-    return value + 0.5 * sizes - gold_score(emissions, transitions, lengths, tags, start, end)
-
-
-def partial_loss(emissions, transitions, lengths, allowed, start, end, **options):
-    """Partial-label loss (B,): ``value(η) − value(η restricted to allowed)``, the SparseMAP
-    value over every sequence minus that over the sequences the annotation allows."""
-    full = _value(emissions, transitions, lengths, start, end, **options)
-    return full - _value(mask_emissions(emissions, allowed), transitions, lengths, start, end, **options)
+_FUNCTIONS = contract.bind(contract.Pieces(_solve, _Marginals.apply, _Value.apply, _chain, _scores), __name__)
+# the solver runs on detached scores already; decode's Viterbi on u* needs no graph either
+solve = torch.no_grad()(_FUNCTIONS["solve"])
+marginals = _FUNCTIONS["marginals"]
+decode = torch.no_grad()(_FUNCTIONS["decode"])
+log_partition = _FUNCTIONS["log_partition"]
+loss = _FUNCTIONS["loss"]
+partial_loss = _FUNCTIONS["partial_loss"]

@@ -1,8 +1,8 @@
 """Benchmarks, not tests: the hot kernels on one CPU thread, so regressions show in a developer's loop.
 
 * IBP half-step: one KL projection onto one parity of clusters of a (B, N-1, T, T) arc tensor,
-  B=64, N=50, in the log form (``bcrf._project``) and in the scaling form
-  (``bcrf._scaling_projection``, from its initial state, built outside the timing), the latter
+  B=64, N=50, in the log form (``kernels.bcrf_log_form._project``) and in the scaling form
+  (``bcrf.scaling._scaling_projection``, from its initial state, built outside the timing), the latter
   with per-position transitions (a kernel per arc group) and shared ones (one (T, T) kernel);
 * forward step: one filtering step of the sequential exact CRF (``_chain.forward_step``), B=64.
 
@@ -42,7 +42,7 @@ def _ibp_inputs(backend: str, num_tags: int):
 
 @TAGS
 def test_ibp_half_step_torch(benchmark, num_tags):
-    from implementations.torch_backend.bcrf import _project
+    from implementations.kernels.bcrf_log_form import _project
 
     log_q, lengths = _ibp_inputs("torch", num_tags)
     benchmark.group = f"IBP half-step B={BATCH} N={LENGTH} T={num_tags}"
@@ -53,7 +53,7 @@ def test_ibp_half_step_torch(benchmark, num_tags):
 @TAGS
 def test_ibp_half_step_jax(benchmark, num_tags):
     jax = pytest.importorskip("jax")
-    from implementations.jax_backend.bcrf import _project
+    from implementations.kernels.bcrf_log_form import _project
 
     log_q, lengths = _ibp_inputs("jax", num_tags)
     project = jax.jit(_project, static_argnums=2)
@@ -79,13 +79,15 @@ def test_ibp_scaling_half_step(benchmark, backend, transitions, num_tags):
     pairs = log_q if transitions == "per-arc" else log_q[0, 0]
     terms = ArcTerms(pairs, rows, columns, rows[:, 0])
     if backend == "jax":  # one program each, the kernel an argument (not a constant folded in)
-        kernel, state = jax.jit(bcrf._scaled_initial, static_argnums=2)(terms, lengths, 1.0)
-        jitted = partial(jax.jit(lambda k, s: bcrf._scaling_projection(k, lengths, LENGTH - 1, 2)(s)), kernel)
+        kernel, state = jax.jit(bcrf.scaling._scaled_initial, static_argnums=2)(terms, lengths, 1.0)
+        jitted = partial(
+            jax.jit(lambda k, s: bcrf.scaling._scaling_projection(k, lengths, LENGTH - 1, 2)(s)), kernel
+        )
         jax.block_until_ready(jitted(state))
         call = lambda: jax.block_until_ready(jitted(state))  # noqa: E731
     else:
-        kernel, state = bcrf._scaled_initial(terms, lengths, 1.0)
-        project = bcrf._scaling_projection(kernel, lengths, LENGTH - 1, 2)
+        kernel, state = bcrf.scaling._scaled_initial(terms, lengths, 1.0)
+        project = bcrf.scaling._scaling_projection(kernel, lengths, LENGTH - 1, 2)
         call = lambda: project(state)  # noqa: E731
     benchmark.group = f"IBP half-step B={BATCH} N={LENGTH} T={num_tags}"
     result = benchmark(call)

@@ -18,6 +18,8 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
+from implementations.kernels.bcrf import Request
+from implementations.kernels.bcrf_numerics import _floor
 from implementations.reference import bregman_convex, brute_force, ibp
 from implementations.reference.common import logsumexp, softmax, unary_scores
 
@@ -838,18 +840,20 @@ def _record_runs(monkeypatch: pytest.MonkeyPatch, kernel: Any, sweep: bool = Tru
     (``_run_compiled``) and ``"sweep"`` for each call of the C sweep (:mod:`_sweep`), which
     is kept off unless ``sweep``: the linear state then iterates by compiled projections, as on
     a GPU."""
+    from implementations.torch_backend import _sweep
+
     runs: list[str] = []
-    run_compiled, iterations = kernel.compilation._run_compiled, kernel._sweep.iterations
+    run_compiled, iterations = kernel.compilation._run_compiled, _sweep.iterations
     monkeypatch.setattr(
         kernel.compilation,
         "_run_compiled",
         lambda f, *args: runs.append(f.__name__) or run_compiled(f, *args),
     )
-    monkeypatch.setattr(kernel._sweep, "iterations", lambda *args: runs.append("sweep") or iterations(*args))
+    monkeypatch.setattr(_sweep, "iterations", lambda *args: runs.append("sweep") or iterations(*args))
     if not sweep:
-        monkeypatch.setattr(kernel._sweep, "available", lambda device, dtype, num_tags: False)
+        monkeypatch.setattr(_sweep, "available", lambda device, dtype, num_tags: False)
     else:
-        monkeypatch.setattr(kernel._sweep, "FROM_TAGS", 1)
+        monkeypatch.setattr(_sweep, "FROM_TAGS", 1)
     return runs
 
 
@@ -889,11 +893,11 @@ def test_fused_products_equal_eager_ones(
     eager = _torch_solve_and_loss(inst, dtype, **options)
     assert compiled == []
     per_position = torch.zeros(2, 3, 4, 4, dtype=getattr(torch, dtype))
-    assert not kernel._kernel(per_position, 1.0).by_parity
+    assert not kernel.transition_kernel._kernel(per_position, 1.0).by_parity
     with monkeypatch.context() as patch:
         patch.setattr(kernel.compilation, "FUSED_FROM", 1)
         fused = _torch_solve_and_loss(inst, dtype, **options)
-        assert kernel._kernel(per_position, 1.0).by_parity
+        assert kernel.transition_kernel._kernel(per_position, 1.0).by_parity
     linear = {LINEAR_RUNS[sweep]} if finite_transitions else set()
     assert {"_projected", *LINEAR_RUNS.values()} & set(compiled) == linear
     assert "_row_products" in compiled  # the start's and the read-off's products, at least
@@ -915,7 +919,7 @@ def test_a_kernel_laid_out_by_parity_makes_its_transposes_where_a_call_reads_the
     monkeypatch.setattr(kernel.compilation, "FUSED_FROM", 1)
     runs = _record_runs(monkeypatch, kernel, sweep)
     made = []
-    with_transposes = kernel._with_transposes
+    with_transposes = kernel.transition_kernel._with_transposes
     monkeypatch.setattr(
         kernel.forms,
         "_with_transposes",
@@ -930,7 +934,7 @@ def test_a_kernel_laid_out_by_parity_makes_its_transposes_where_a_call_reads_the
     made.clear()
     apply(bcrf(backend), "loss", kw, tags, iterations=3, gradient="danskin")
     assert made.count(True) == 1  # the read-off's, or the projections' (which the read-off reuses)
-    per_position = kernel._kernel(torch.rand(2, 3, 4, 4, dtype=torch.float64), 1.0)
+    per_position = kernel.transition_kernel._kernel(torch.rand(2, 3, 4, 4, dtype=torch.float64), 1.0)
     assert per_position.by_parity and all(transposed is None for _, transposed in per_position.parities)
     full = with_transposes(per_position)
     for k, transposed in full.parities:
@@ -985,7 +989,7 @@ def test_linear_scalings_run_again_in_log_space_when_one_underflows(
     torch = pytest.importorskip("torch")
     import implementations.torch_backend.bcrf as kernel
 
-    spread = -0.95 * kernel._floor(getattr(torch, dtype)) / 2 * (1.0 if underflows else 0.5)
+    spread = -0.95 * _floor(torch.empty(0, dtype=getattr(torch, dtype))) / 2 * (1.0 if underflows else 0.5)
     scores = _steep_chain(torch, dtype, spread)
     monkeypatch.setattr(kernel.compilation, "FUSED_FROM", 1)
     compiled = _record_runs(monkeypatch, kernel, sweep)
@@ -1060,8 +1064,8 @@ def test_linear_scalings_start_only_where_they_are_exact(monkeypatch: pytest.Mon
     def start(emissions: Any, transitions: Any, lengths: Any, requires_grad: bool = False) -> Any:
         transitions = transitions.clone().requires_grad_(requires_grad)
         terms = arc_terms(emissions, transitions, lengths, None, None)
-        kernel_, scalings = kernel._scaled_initial(terms, lengths, 1.0)
-        return kernel._linear_start(kernel_, scalings, lengths)
+        kernel_, scalings = kernel.scaling._scaled_initial(terms, lengths, 1.0)
+        return kernel.linear._linear_start(kernel_, scalings, lengths)
 
     emissions, transitions, lengths, *_ = _steep_chain(torch, "float32", 10.0)
     assert start(emissions, transitions, lengths) is None  # small: not laid out by parity
@@ -1074,7 +1078,7 @@ def test_linear_scalings_start_only_where_they_are_exact(monkeypatch: pytest.Mon
         assert start(emissions, transitions, lengths, requires_grad=True) is None
     assert start(emissions, transitions[0, 0], lengths) is None  # shared
     steep = emissions.clone()
-    steep[1, 2, 0] = kernel._floor(torch.float32) / 2 - 1.0  # a live in-scaling under e^{F/2}
+    steep[1, 2, 0] = _floor(torch.empty(0, dtype=torch.float32)) / 2 - 1.0  # a live in-scaling under e^{F/2}
     assert start(steep, transitions, lengths) is None
     steep[1, 2, 0] = -math.inf  # dead: no longer read
     assert start(steep, transitions, lengths) is not None
@@ -1169,7 +1173,7 @@ def test_deferred_exactness_tests_change_nothing_and_read_back_once(
 
 def _unvouched(monkeypatch: pytest.MonkeyPatch, kernel: Any) -> None:
     """Every torch kernel made unvouched for: each product's exactness is tested."""
-    make = kernel._kernel
+    make = kernel.transition_kernel._kernel
     monkeypatch.setattr(kernel.scaling, "_kernel", lambda *args: make(*args)._replace(vouched=False))
 
 
@@ -1203,14 +1207,16 @@ def test_a_vouched_kernel_spares_the_exactness_tests_and_changes_nothing(
     for got, expected in zip(vouched, tested, strict=True):
         np.testing.assert_array_equal(got, expected)
 
-    half_floor = kernel._floor(getattr(torch, dtype)) / 2
+    half_floor = _floor(torch.empty(0, dtype=getattr(torch, dtype))) / 2
     for spread, expected in ((0.0, True), (-0.99 * half_floor, True), (-1.01 * half_floor, False)):
         transitions = torch.tensor([[0.0, -spread], [-1.0, -0.5]], dtype=getattr(torch, dtype))
-        assert kernel._kernel(transitions + 1.0, 1.0).vouched is expected
-        assert kernel._kernel(transitions[None, None] / 2, 0.5).vouched is expected
+        assert kernel.transition_kernel._kernel(transitions + 1.0, 1.0).vouched is expected
+        assert kernel.transition_kernel._kernel(transitions[None, None] / 2, 0.5).vouched is expected
     forbidden = torch.tensor([[0.0, -math.inf], [1.0, 0.5]], dtype=getattr(torch, dtype))
-    assert not kernel._kernel(forbidden, 1.0).vouched
-    assert not kernel._kernel(torch.zeros(2, 0, 3, 3, dtype=getattr(torch, dtype)), 1.0).vouched  # N = 1
+    assert not kernel.transition_kernel._kernel(forbidden, 1.0).vouched
+    assert not kernel.transition_kernel._kernel(
+        torch.zeros(2, 0, 3, 3, dtype=getattr(torch, dtype)), 1.0
+    ).vouched  # N = 1
 
 
 def test_scaling_form_takes_its_log_space_paths(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -1264,6 +1270,8 @@ def test_scaling_form_distrusts_a_product_an_underflowing_factor_could_have_empt
         transitions = np.log(np.array([[[[0.0, 0.5], [1.0, 0.5]]]]))  # (B, N-1, T, T): tag i -> tag t
     log_x = backend.array(np.array([[[0.0, -1000.0]]]))  # x_1 underflows once scaled by the largest
     unused = backend.array(np.zeros((1, 1, 2)))  # both flows are read
-    kernel_matrix = kernel._kernel(backend.array(transitions), 1.0)
-    (flows,) = kernel._flows(kernel_matrix, kernel._Request(0, kernel._vectors(log_x), False, unused))
+    kernel_matrix = kernel.transition_kernel._kernel(backend.array(transitions), 1.0)
+    (flows,) = kernel.exactness._flows(
+        kernel_matrix, Request(0, kernel.transition_kernel._vectors(log_x), False, unused)
+    )
     np.testing.assert_allclose(npy(flows), [[[np.log(0.5) - 1000.0, 0.0]]], atol=1e-12)

@@ -231,6 +231,6 @@ def test_gpu_equals_cpu(
         allowed = random_allowed(np.random.default_rng(0), inst)
         on_cpu = results(method, opts, inst, allowed, backends.get(name))
         with monkeypatch.context() as patch:
-            patch.setattr(kernel, "FUSED_FROM", 1)
+            patch.setattr(kernel.compilation, "FUSED_FROM", 1)
             on_gpu = results(method, opts, inst, allowed, backends.get(name, "gpu"))
         assert_same(on_cpu, on_gpu, rounding_scale(method, opts, inst))

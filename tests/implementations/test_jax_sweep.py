@@ -130,8 +130,8 @@ def test_jax_and_torch_sweep_the_same_values(runs: list[str], dtype: str) -> Non
     inst = replace(inst, transitions=np.where(np.isneginf(inst.transitions), -2.0, inst.transitions))
     kw = inst.arrays(backends.get("jax"), dtype)
     terms = kernel.arc_terms(kw["emissions"], kw["transitions"], kw["lengths"], kw["start"], kw["end"])
-    kernel_, scalings = kernel._scaled_initial(terms, kw["lengths"], 1.0)
-    ok, state = kernel._linear_start(kernel_, scalings, kw["lengths"])
+    kernel_, scalings = kernel.scaling._scaled_initial(terms, kw["lengths"], 1.0)
+    ok, state = kernel.sweep._linear_start(kernel_, scalings, kw["lengths"])
     assert ok
     swept = _sweep.iterations(kernel_.linear, kw["lengths"], state, 0, 3)
     (even, odd), (even_shift, odd_shift), least = (

@@ -58,6 +58,8 @@ CASES = [
     ("concatenate", ([_X, _Y], 0)),
     ("stack", ([_X, _Y], 1)),
     ("stop_gradient", (_X,)),
+    ("nan_to_num", (np.where(_MASK, _X, -np.inf), np.nan, np.inf, 0.0)),
+    ("nan_to_num", (np.array([np.nan, np.inf, -np.inf, 1.0]), 0.0, 2.0, -3.0)),
     # the SparseMAP kernels
     ("isfinite", (np.where(_MASK, _X, np.inf),)),
     ("add_at", (np.zeros((3, 4)), _I, _Y[:, :2])),
@@ -72,6 +74,11 @@ CASES = [
     # the exact and Bethe kernels
     ("xlogy", (np.abs(_X), np.abs(_Y))),
     ("xlogy", (np.where(_MASK, _X, 0.0) ** 2, np.abs(_Y))),  # 0 · log y = 0
+    # BCRF's log form
+    ("expand_dims", (_X, 0)),
+    ("expand_dims", (_X, -1)),
+    ("put_rows", (np.zeros((3, 5, 2)), np.array([3, 0]), _RNG.normal(size=(3, 2, 2)))),
+    ("inner", (_RNG.normal(size=(3, 2, 4)), _RNG.normal(size=(3, 2, 4)))),
 ]
 
 
@@ -133,3 +140,13 @@ def test_without_gradient_and_array_namespace() -> None:
     assert not result.requires_grad and torch.equal(result, torch.full((3,), 2.0))
     assert float(jax_ops.without_gradient(lambda a: a.sum(), jnp.ones(3))) == 3.0
     assert torch_ops.array_namespace is torch and jax_ops.array_namespace is jnp
+
+
+def test_recorded() -> None:
+    """``recorded``: torch answers whether autograd records (a tensor that requires grad, outside
+    ``no_grad``); jax cannot tell under a trace and answers True (differentiation may follow)."""
+    x, plain = torch.ones(2, requires_grad=True), torch.ones(2)
+    assert torch_ops.recorded(plain, x) and not torch_ops.recorded(plain)
+    with torch.no_grad():
+        assert not torch_ops.recorded(x)
+    assert jax_ops.recorded(jnp.ones(2))

@@ -40,8 +40,8 @@ def _state(seed: int, num_tags: int, dtype: torch.dtype, max_len: int = 7) -> tu
     emissions = torch.tensor(np.where(dead, -math.inf, emissions), dtype=dtype)
     transitions = torch.tensor(rng.normal(size=(max_len, max_len - 1, num_tags, num_tags)), dtype=dtype)
     terms = arc_terms(emissions, transitions, lengths, None, None)
-    kernel_, scalings = kernel._scaled_initial(terms, lengths, 1.0)
-    state = kernel._linear_start(kernel_, scalings, lengths)
+    kernel_, scalings = kernel.scaling._scaled_initial(terms, lengths, 1.0)
+    state = kernel.linear._linear_start(kernel_, scalings, lengths)
     assert state is not None
     return kernel_, lengths, state
 
@@ -52,7 +52,9 @@ def _eager_iterations(kernel_: Any, lengths: Any, state: Any, first: int, count:
     num_arcs = kernel_.linear.shape[1]
     for _ in range(count):
         for parity in (first, 1 - first):
-            state = kernel._linear_projection(kernel_, lengths, num_arcs, parity + 2 * (parity == 0))(state)
+            state = kernel.linear._linear_projection(kernel_, lengths, num_arcs, parity + 2 * (parity == 0))(
+                state
+            )
     return state
 
 
@@ -123,7 +125,10 @@ def test_sweep_shares_the_sequences_among_threads_with_the_same_result(
 def test_sweep_refuses_blocks_that_are_not_contiguous(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kernel.compilation, "FUSED_FROM", 1)
     kernel_, lengths, state = _state(6, 3, torch.float64)
-    blocks = (kernel._with_transposes(kernel_).parities[0][1].transpose(-1, -2), kernel_.parities[1][0])
+    blocks = (
+        kernel.transition_kernel._with_transposes(kernel_).parities[0][1].transpose(-1, -2),
+        kernel_.parities[1][0],
+    )
     with pytest.raises(ValueError, match="arc blocks must be contiguous"):
         _sweep.iterations(blocks, lengths, *state, 0)
 

@@ -4,8 +4,9 @@ backend (its package's docstring gives the method; docs/derivations.md §3.3, §
 iterations are a ``lax.scan`` of fixed length.
 
 This module holds the contract's functions; the package's modules hold the forms, which compute
-the same iterates: :mod:`.log_form` (``form="log"``) and :mod:`.scaling` (``form="scaling"``,
-the default but for ``decode``) on the kernel of :mod:`.transition_kernel`, its flows vouched for
+the same iterates: the log form (``form="log"``, written once for both backends in
+:mod:`implementations.kernels.bcrf_log_form`) and :mod:`.scaling` (``form="scaling"``, the default
+but for ``decode``) on the kernel of :mod:`.transition_kernel`, its flows vouched for
 or recomputed in log space (``lax.cond``) by :mod:`.exactness`; on the CPU, large per-position
 kernels iterate without a tolerance in torch's C sweep through XLA's FFI (:mod:`.sweep`),
 differentiated as XLA's iterations. :mod:`.forms` picks one for a call and :mod:`.gradients`
@@ -20,34 +21,17 @@ from typing import Any
 
 import jax
 
-from ...kernels.bcrf import Request as _Request
 from ...kernels.bcrf_contract import Pieces, bind, bind_decode
+from ...kernels.bcrf_numerics import _unary
 from ...solver import SolverOutput
 from .._fixed_point import iterate_with_errors
 from .._scores import arc_terms, gold_score, mask_emissions
 from .._tokens import argmax_tags
-from .exactness import _flows
 from .forms import _form, _run
 from .gradients import _scaled_value
-from .log_form import _project
-from .numerics import _unary
-from .scaling import _scaled_initial, _scaling_projection
-from .sweep import _linear_start
-from .transition_kernel import _kernel, _vectors
 
 __all__ = ["decode", "log_partition", "loss", "marginals", "partial_loss", "solve"]
 
-#: Internal names that tests and benchmarks read off this module (not the contract)
-_INTERNALS = (
-    _flows,
-    _Request,
-    _linear_start,
-    _project,
-    _scaled_initial,
-    _scaling_projection,
-    _kernel,
-    _vectors,
-)
 _SOLVER = ("iterations", "temperature", "order", "tolerance", "form")
 
 

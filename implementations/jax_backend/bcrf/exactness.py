@@ -10,8 +10,9 @@ import jax.numpy as jnp
 from jax import Array, lax
 
 from ...kernels.bcrf import Request
+from ...kernels.bcrf_numerics import _floor, _safe_log
 from .._semiring import logsumexp
-from .numerics import _floor, _interleaved, _safe_log
+from .numerics import _interleaved
 from .transition_kernel import _Kernel, _product, _Vectors
 
 
@@ -21,7 +22,7 @@ def _flows(kernel: _Kernel, *requests: Request) -> tuple[Array, ...]:
     not, one ``lax.cond`` recomputes every request's flows in log space from the arcs (its outputs
     are O(N T): no arc array is copied through the conditional)."""
     products = [_product(kernel.parities[r.parity], r.x.linear, r.into, r.tags_first) for r in requests]
-    half = math.exp(_floor(products[0].dtype) / 2)
+    half = math.exp(_floor(products[0]) / 2)
     # one reduction per product (``initial``: a batch or parity may hold none)
     read = [jnp.min(p + r.read(), initial=jnp.inf) for p, r in zip(products, requests, strict=True)]
     faint = jnp.stack(read).min() <= half

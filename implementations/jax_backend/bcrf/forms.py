@@ -9,12 +9,12 @@ from typing import Any
 
 from jax import Array
 
-from ...kernels.bcrf import Form, iteration, run, violation
-from ...kernels.bcrf_options import BcrfOptions, first_clusters
+from ...kernels.bcrf import Form, run, violation
+from ...kernels.bcrf_log_form import log_form
+from ...kernels.bcrf_numerics import _arc_marginals
+from ...kernels.bcrf_options import BcrfOptions
 from .._fixed_point import iterate
 from .._scores import ArcTerms
-from .log_form import _initial, _log_solution, _project
-from .numerics import _arc_marginals
 from .scaling import _scaled_initial, _scaled_log_q, _scaled_solution, _scaling_step
 from .sweep import _sweep_steps
 from .transition_kernel import _tags_first
@@ -24,21 +24,7 @@ def _form(terms: ArcTerms, lengths: Array, options: BcrfOptions) -> Form:
     """IBP on the arcs ``terms`` in the form of ``options``."""
     num_arcs, temperature, order = terms.rows.shape[1], options.temperature, options.order
     if options.form == "log":
-        weights = terms.weights()
-        log_marginals = partial(_arc_marginals, lengths=lengths)
-        return Form(
-            _initial(weights, temperature),
-            iteration([partial(_project, lengths=lengths, first=first) for first in first_clusters(order)]),
-            lambda log_q, _: violation(log_marginals(log_q), lengths),
-            log_marginals,
-            partial(
-                _log_solution,
-                weights=weights,
-                singles=terms.singles,
-                lengths=lengths,
-                temperature=temperature,
-            ),
-        )
+        return log_form(terms, lengths, options)
     kernel, scalings = _scaled_initial(terms, lengths, temperature)
 
     def marginals(state: Any) -> Array:

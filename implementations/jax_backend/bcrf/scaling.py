@@ -13,11 +13,12 @@ import numpy as np
 from jax import Array, lax
 
 from ...kernels.bcrf import Request, Solution, iteration
+from ...kernels.bcrf_log_form import _cluster_shifts
+from ...kernels.bcrf_numerics import _floor, _padding
 from ...kernels.bcrf_options import first_clusters
 from .._scores import ArcTerms
 from .._semiring import logsumexp
 from .exactness import _flows, _group_flows
-from .numerics import _cluster_shifts, _floor, _padding
 from .transition_kernel import _Kernel, _kernel, _tags_first, _unused, _Vectors, _vectors
 
 #: A scaling-form iterate, ``log q[i, a, b] = log K[i, a, b] + log_v[i, a] + log_u[i+1, b]``: the log
@@ -94,6 +95,7 @@ def _scaling_projection(kernel: _Kernel, lengths: Array, num_arcs: int, first: i
     active = (lengths - 1)[:, None] > positions  # (B, P)
     active = active.T[None] if tags_first else active[..., None]  # (1, P, B) or (B, P, 1)
     outside = jnp.where(active, 0.0, jnp.inf)
+    inside = active[:, None].astype(kernel.log.dtype)  # of the stacked flows
     groups_in = slice((first - 1) // 2, (first - 1) // 2 + count)  # of the parity's groups
     groups_out = slice(first // 2, first // 2 + count)
     in_groups, out_groups = len(range(into, num_arcs, 2)), len(range(out_of, num_arcs, 2))
@@ -119,9 +121,9 @@ def _scaling_projection(kernel: _Kernel, lengths: Array, num_arcs: int, first: i
                 tags_first,
             ),
         )
-        column_shift, row_shift = _cluster_shifts(
-            log_u_p + log_in[:, groups_in], log_v_p + log_out[:, groups_out], active, axis
-        )
+        flows = jnp.stack([log_u_p + log_in[:, groups_in], log_v_p + log_out[:, groups_out]], 1)
+        shifts = _cluster_shifts(flows, inside, axis)
+        column_shift, row_shift = shifts[:, 0], shifts[:, 1]
         log_u = log_u.at[:, parity, nodes].set(log_u_p + column_shift)
         log_v = log_v.at[:, parity, nodes].set(log_v_p + row_shift)
         return log_u, log_v
@@ -186,5 +188,5 @@ def _arc_gradient(arcs: Array | tuple[_Kernel, _Vectors, _Vectors], weights: Arr
         log_q = kernel.log + rows.log[..., :, None] + columns.log[..., None, :]
         return _arc_gradient(jnp.exp(log_q), weights, shared)
 
-    large = (log_scale > -_floor(log_scale.dtype) / 2).any()
+    large = (log_scale > -_floor(log_scale) / 2).any()
     return lax.cond(large, in_log_space, linear)

@@ -8,16 +8,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from functools import partial
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 from jax import Array, lax
 
+from ...kernels.bcrf_numerics import _floor
 from ...kernels.bcrf_options import first_clusters
 from .. import _sweep
 from .._fixed_point import iterate
-from .numerics import _floor
 from .scaling import Scalings, _scaling_step
 from .transition_kernel import _Kernel, _shift
 
@@ -27,11 +26,11 @@ from .transition_kernel import _Kernel, _shift
 SWEEP_FROM = 2**20
 
 
-def _linear_floor(dtype: Any) -> float:
+def _linear_floor(like: Array) -> float:
     """``e^{F/2}``: the least a live scaling of the linear state may be over its vector's largest,
     as in the torch backend: while every one is at least that, the sweep's products and
     projections stay in the dtype's normal range, exact to rounding."""
-    return math.exp(_floor(dtype) / 2)
+    return math.exp(_floor(like) / 2)
 
 
 def _linear_start(kernel: _Kernel, scalings: Scalings, lengths: Array) -> tuple[Array, _sweep.LinearState]:
@@ -39,7 +38,7 @@ def _linear_start(kernel: _Kernel, scalings: Scalings, lengths: Array) -> tuple[
     in the torch backend: every kernel entry at least ``e^{F/2}``, every node inside its sequence
     with a live tag (both scalings finite) and no live scaling under the floor."""
     log_u, log_v = scalings
-    floor, linear, shifts, failed = _linear_floor(log_u.dtype), [], [], []
+    floor, linear, shifts, failed = _linear_floor(log_u), [], [], []
     for parity in (0, 1):
         log_s = jnp.stack([log_u[:, parity], log_v[:, parity]], axis=1)  # (B, 2, P, T): u, v
         shift = _shift(log_s)
@@ -81,7 +80,7 @@ def _swept(state: Scalings, kernel: _Kernel, lengths: Array, order: str, count: 
         lambda x: (*x[:2], jnp.zeros_like(x[2])),  # a least of 0: not run
         linear,
     )
-    fine = jnp.min(linear[2], initial=jnp.inf) >= _linear_floor(linear[2].dtype)
+    fine = jnp.min(linear[2], initial=jnp.inf) >= _linear_floor(linear[2])
     return lax.cond(
         fine, lambda: _log_scalings(linear), lambda: _iterated(state, kernel, lengths, order, count)
     )

@@ -10,7 +10,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 from jax import Array, lax
 
-from .numerics import _finite_or_zero, _floor
+from ...kernels.bcrf_numerics import _finite_or_zero, _floor
 
 
 class _Kernel(NamedTuple):
@@ -32,7 +32,7 @@ def _kernel(transitions: Array, temperature: float) -> _Kernel:
     shared = scaled.ndim == 2
     shift = _finite_or_zero(lax.stop_gradient(scaled.max() if shared else scaled.max((-2, -1))))
     log = scaled - (shift if shared else shift[..., None, None])
-    linear = jnp.where(log > _floor(log.dtype), jnp.exp(log), 0.0)
+    linear = jnp.where(log > _floor(log), jnp.exp(log), 0.0)
     parities = (linear, linear) if shared else (linear[:, 0::2], linear[:, 1::2])
     return _Kernel(log, shift, linear, parities)
 

@@ -14,7 +14,8 @@ are invariant to per-group shifts).
 This module holds the contract's functions; the package's modules hold the strategies, which
 compute the same iterates (docs/derivations.md §3.12):
 
-- :mod:`.log_form`: ``form="log"``, the iterate is ``log q`` itself;
+- :mod:`implementations.kernels.bcrf_log_form`: ``form="log"``, the iterate is ``log q`` itself
+  (written once for both backends);
 - :mod:`.scaling`: ``form="scaling"`` (the default but for ``decode``), ``log q = log K + log v ⊕
   log u`` with a fixed kernel (:mod:`.transition_kernel`), each projection two matrix products,
   whose flows :mod:`.exactness` vouches for or recomputes in log space;
@@ -34,22 +35,16 @@ from __future__ import annotations
 from functools import update_wrapper
 from typing import Any
 
-from ...kernels.bcrf import Request as _Request
 from ...kernels.bcrf_contract import Pieces, bind, bind_decode
+from ...kernels.bcrf_numerics import _unary
 from ...solver import SolverOutput
-from .. import _sweep
 from .._fixed_point import iterate_with_errors
 from .._scores import arc_terms, gold_score, mask_emissions
 from .._tokens import argmax_tags
-from .exactness import _exact_flows, _flows, _tested_once
+from .exactness import _tested_once
 from .forms import _form, _run
 from .gradients import _scaled_value
-from .linear import _linear_projection, _linear_start
-from .log_form import _project
-from .numerics import _floor, _unary
 from .run_state import exactness_tests_deferred
-from .scaling import _scaled_initial, _scaling_projection
-from .transition_kernel import _kernel, _vectors, _with_transposes
 
 __all__ = [
     "decode",
@@ -60,23 +55,6 @@ __all__ = [
     "partial_loss",
     "solve",
 ]
-
-#: Internal names that tests and benchmarks read off this module (not the contract)
-_INTERNALS = (
-    _sweep,
-    _exact_flows,
-    _flows,
-    _Request,
-    _linear_projection,
-    _linear_start,
-    _project,
-    _floor,
-    _scaled_initial,
-    _scaling_projection,
-    _kernel,
-    _vectors,
-    _with_transposes,
-)
 
 
 _FUNCTIONS = bind(

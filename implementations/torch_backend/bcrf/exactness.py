@@ -18,16 +18,17 @@ import torch
 from torch import Tensor
 
 from ...kernels.bcrf import Request
+from ...kernels.bcrf_numerics import _floor, _safe_log
 from .._semiring import logsumexp
 from . import run_state
-from .numerics import _floor, _interleaved, _safe_log
+from .numerics import _interleaved
 from .transition_kernel import _Kernel, _product, _tags_first, _Vectors
 
 
 def _smallest(minima: list[Tensor]) -> tuple[Tensor, float]:
     """The smallest read products (0-d each), stacked, and ``e^{F/2}``: a product above it is
     exact to rounding in linear space."""
-    return torch.stack(minima), math.exp(_floor(minima[0].dtype) / 2)
+    return torch.stack(minima), math.exp(_floor(minima[0]) / 2)
 
 
 def _defers(tensor: Tensor) -> bool:
@@ -108,7 +109,7 @@ def _selected_flows(kernel: _Kernel, product: Tensor, request: Request) -> Tenso
     its log; elsewhere (a NaN too) the log-space recomputation, which is made for every flow. The
     same flows as the tests in place wherever those vouch for every product (they then select the
     products' logs alike), else the same to rounding; a ``where`` of two finite-gradient branches."""
-    exact = product + request.read() > math.exp(_floor(product.dtype) / 2)
+    exact = product + request.read() > math.exp(_floor(product) / 2)
     linear = request.x.shift + _safe_log(product)
     log_space = _exact_flows(kernel, request.parity, request.x.log, request.into, request.tags_first)
     return torch.where(exact, linear, log_space)

@@ -13,12 +13,11 @@ from typing import Any
 from torch import Tensor
 
 from ...kernels.bcrf import Form, Solution, iteration, run, violation
+from ...kernels.bcrf_log_form import log_form
 from ...kernels.bcrf_options import BcrfOptions, first_clusters
 from .._fixed_point import iterate
 from .._scores import ArcTerms
 from .linear import _linear_projection, _linear_start, _log_scalings
-from .log_form import _initial, _log_solution, _project
-from .numerics import _arc_marginals
 from .scaling import _scaled_initial, _scaled_marginals, _scaled_solution, _scaling_projection
 from .sweep import _sweep_steps
 from .transition_kernel import _Kernel, _tags_first, _with_transposes
@@ -28,16 +27,12 @@ from .transition_kernel import _Kernel, _tags_first, _with_transposes
 PATHS = ("log", "scaling", "linear", "linear-sweep")
 
 
-def _step(lengths: Tensor, order: str, num_arcs: int, kernel: _Kernel | None = None, linear: bool = False):
-    """One iteration: a projection onto each parity of inner clusters, in ``order``, on ``log q``
-    (the log form, no ``kernel``) or on the scalings of the scaling form with ``kernel``, held in
-    linear space if ``linear`` (:data:`LinearScalings`)."""
-    if kernel is None:
-        projections = [partial(_project, lengths=lengths, first=first) for first in first_clusters(order)]
-    else:
-        projection = _linear_projection if linear else _scaling_projection
-        projections = [projection(kernel, lengths, num_arcs, first) for first in first_clusters(order)]
-    return iteration(projections)
+def _step(lengths: Tensor, order: str, num_arcs: int, kernel: _Kernel, linear: bool = False):
+    """One iteration of the scaling form with ``kernel``: a projection onto each parity of inner
+    clusters, in ``order``, on the scalings, held in linear space if ``linear``
+    (:data:`LinearScalings`). The log form's is :func:`~implementations.kernels.bcrf_log_form.log_form`'s."""
+    projection = _linear_projection if linear else _scaling_projection
+    return iteration([projection(kernel, lengths, num_arcs, first) for first in first_clusters(order)])
 
 
 def _error(marginals: Callable[[Any], Tensor], lengths: Tensor):
@@ -50,21 +45,7 @@ def _form(terms: ArcTerms, lengths: Tensor, options: BcrfOptions) -> Form:
     """IBP on the arcs ``terms`` in the form of ``options``."""
     num_arcs, temperature, order = terms.rows.shape[1], options.temperature, options.order
     if options.form == "log":
-        weights = terms.weights()
-        log_marginals = partial(_arc_marginals, lengths=lengths)
-        return Form(
-            _initial(weights, temperature),
-            _step(lengths, order, num_arcs),
-            _error(log_marginals, lengths),
-            log_marginals,
-            partial(
-                _log_solution,
-                weights=weights,
-                singles=terms.singles,
-                lengths=lengths,
-                temperature=temperature,
-            ),
-        )
+        return log_form(terms, lengths, options)
     kernel, scalings = _scaled_initial(terms, lengths, temperature)
     linear = _linear_start(kernel, scalings, lengths)
     read = _log_scalings if linear is not None else _as_is

@@ -14,18 +14,19 @@ from typing import cast
 import torch
 from torch import Tensor
 
+from ...kernels.bcrf_numerics import _floor
+from ..ops import recorded
 from . import compilation, run_state
 from .compilation import _row_products
-from .numerics import _floor, _recorded
 from .scaling import Scalings, _in_clusters
 from .transition_kernel import _Kernel, _shift, _with_transposes
 
 
-def _linear_floor(dtype: torch.dtype) -> float:
+def _linear_floor(like: Tensor) -> float:
     """``e^{F/2}``: the least a live scaling of the linear state may be over its vector's largest
     (:data:`LinearScalings`). While every one is at least that, no intermediate of
     :func:`_linear_projected` leaves the dtype's normal range, so every value is exact to rounding."""
-    return math.exp(_floor(dtype) / 2)
+    return math.exp(_floor(like) / 2)
 
 
 #: A scaling-form iterate in linear space, for the large vouched kernels whose projections run
@@ -49,7 +50,7 @@ def _linear_start(kernel: _Kernel, scalings: Scalings, lengths: Tensor) -> Linea
     autograd recording, a sequence with a node without a live tag (a live tag has both scalings
     finite), or a live scaling under the floor (:func:`_linear_floor`). One read-back."""
     applies = kernel.vouched and kernel.by_parity and run_state.linear_state_allowed()
-    if not applies or _recorded(kernel.linear, *scalings):
+    if not applies or recorded(kernel.linear, *scalings):
         return None
     linear, shifts, failed = [], [], []
     for parity, log_s in enumerate(scalings):
@@ -57,7 +58,7 @@ def _linear_start(kernel: _Kernel, scalings: Scalings, lengths: Tensor) -> Linea
         x = torch.exp(log_s - shift)
         real = _node_rows(log_s, parity, lengths)
         live = ((x[:, 0] > 0) & (x[:, 1] > 0)).any(-1, keepdim=True).unsqueeze(1)  # (B, 1, P, 1)
-        below = (x > 0) & (x < _linear_floor(x.dtype))
+        below = (x > 0) & (x < _linear_floor(x))
         failed += [(real & ~live).any(), (real & below).any()]
         linear.append(x)
         shifts.append(shift)
@@ -71,7 +72,7 @@ def _log_scalings(state: LinearScalings) -> Scalings:
     """The log scalings of a linear state (:data:`Scalings`); :class:`run_state.Underflow` if a projection
     wrote a live scaling under the floor (one read-back, where the state is read off)."""
     linear, shifts, smallest = state
-    if not bool((smallest >= _linear_floor(smallest.dtype)).all()):
+    if not bool((smallest >= _linear_floor(smallest)).all()):
         raise run_state.Underflow
     return cast(Scalings, tuple(torch.log(x) + shift for x, shift in zip(linear, shifts, strict=True)))
 

@@ -15,19 +15,14 @@ import torch
 from torch import Tensor
 
 from ...kernels.bcrf import Request, Solution
+from ...kernels.bcrf_log_form import _cluster_shifts, _scaled
+from ...kernels.bcrf_numerics import _floor, _padding
 from .._scores import ArcTerms
 from .._semiring import logsumexp
+from ..ops import recorded
 from . import compilation, run_state
 from .exactness import _flows, _group_flows
-from .numerics import (
-    _cluster_shifts,
-    _floor,
-    _inner,
-    _interleaved,
-    _padding,
-    _recorded,
-    _scaled,
-)
+from .numerics import _inner, _interleaved
 from .transition_kernel import (
     _in_layout,
     _Kernel,
@@ -127,7 +122,7 @@ def _scaling_projection(kernel: _Kernel, lengths: Tensor, num_arcs: int, first: 
     def project(scalings: Scalings) -> Scalings:
         if clusters == 0:
             return scalings
-        if fused and not _recorded(kernel.linear, *scalings):
+        if fused and not recorded(kernel.linear, *scalings):
             new = compilation._run_compiled(_projected, scalings, kernel, inside, outside, parity)
         else:
             new = _projected(scalings, kernel, inside, outside, parity)
@@ -231,7 +226,7 @@ def _arc_gradient(arcs: Tensor | tuple[_Kernel, _Vectors, _Vectors], weights: Te
     tags_first = _tags_first(kernel)
     log_scale = rows.shift + columns.shift  # (B, N-1, 1), or (1, N-1, B) tags first
     in_log_space = log_scale.numel() and (  # always where captured or traced: no read-back
-        run_state.capturing(log_scale) or float(log_scale.detach().amax()) > -_floor(log_scale.dtype) / 2
+        run_state.capturing(log_scale) or float(log_scale.detach().amax()) > -_floor(log_scale) / 2
     )
     if tags_first and (in_log_space or not shared):  # the per-arc formulas read (B, N-1, T) vectors
         rows, columns = (
@@ -249,7 +244,7 @@ def _arc_gradient(arcs: Tensor | tuple[_Kernel, _Vectors, _Vectors], weights: Te
         return (row_weights.flatten(0, 1).T @ linear_columns.flatten(0, 1)) * kernel.linear
     if not kernel.by_parity:
         weighted = kernel.linear * row_weights.unsqueeze(-1)
-    elif _recorded(kernel.linear, row_weights):
+    elif recorded(kernel.linear, row_weights):
         weighted = _interleaved(
             *(k * row_weights[:, p::2].unsqueeze(-1) for p, (k, _) in enumerate(kernel.parities))
         )
@@ -257,6 +252,6 @@ def _arc_gradient(arcs: Tensor | tuple[_Kernel, _Vectors, _Vectors], weights: Te
         weighted = kernel.linear.new_empty(kernel.linear.shape)
         for p, (k, _) in enumerate(kernel.parities):
             torch.mul(k, row_weights[:, p::2].unsqueeze(-1), out=weighted[:, p::2])
-    if _recorded(weighted, linear_columns):
+    if recorded(weighted, linear_columns):
         return weighted * linear_columns.unsqueeze(-2)  # the product's backward reads ``weighted``
     return weighted.mul_(linear_columns.unsqueeze(-2))  # in place: one (B, N-1, T, T) array, not two

@@ -12,9 +12,11 @@ from typing import NamedTuple, cast
 import torch
 from torch import Tensor
 
+from ...kernels.bcrf_log_form import _scaled
+from ...kernels.bcrf_numerics import _finite_or_zero, _floor
 from .._semiring import largest
+from ..ops import recorded
 from . import compilation, run_state
-from .numerics import _finite_or_zero, _floor, _recorded, _scaled
 
 #: (K, Kᵀ) of the groups of one parity, Kᵀ None until made (:func:`_with_transposes`); both parities
 _Parities = tuple[tuple[Tensor, Tensor | None], tuple[Tensor, Tensor | None]]
@@ -68,11 +70,11 @@ def _kernel(transitions: Tensor, temperature: float) -> _Kernel:
             [*range(0, scaled.shape[1], 2), *range(1, scaled.shape[1], 2)], device=scaled.device
         )
         log, shifts = scaled.index_select(1, order), shift[:, order, None, None]
-        log = log - shifts if _recorded(log) else log.sub_(shifts)
+        log = log - shifts if recorded(log) else log.sub_(shifts)
     else:
         log = scaled - (shift if shared else shift[..., None, None])
     tiny = torch.finfo(log.dtype).tiny
-    if _recorded(log):
+    if recorded(log):
         linear = torch.threshold(torch.exp(log), tiny, 0.0)
     else:  # in place on one fresh array: a per-arc kernel is as large as the arcs
         # (threshold_ is in torch.nn.functional, not in its stubs)
@@ -82,7 +84,7 @@ def _kernel(transitions: Tensor, temperature: float) -> _Kernel:
     vouched = (
         bool(linear.numel())
         and not run_state.capturing(linear)
-        and bool(linear.detach().amin() > math.exp(_floor(linear.dtype) / 2))
+        and bool(linear.detach().amin() > math.exp(_floor(linear) / 2))
     )
     if shared:
         pair = (linear, linear.T.contiguous())
