@@ -51,6 +51,8 @@ STAGES=${STAGES:-check timing asv}
 [[ $STAGES == *check* ]] && stage "every method on the GPU against the CPU (float64)" && timeout 240 python3 -m pytest -v -p no:cacheprovider tests/implementations/test_cross_backend.py \
     -k "test_gpu_equals_cpu and (torch or [crf-jax] or [crf-scan-jax] or [bcrf-jax] or [meanfield-jax])" 2>&1 \
     | grep -E "PASSED|FAILED|ERROR|passed|failed"
+[[ $STAGES == *check* ]] && stage "a training step of every capture-safe method captures as a CUDA graph" && timeout 120 python3 -m pytest -v -p no:cacheprovider tests/implementations/test_capture.py \
+    -k cuda_graph 2>&1 | grep -E "PASSED|FAILED|ERROR|passed|failed"
 
 # Eager and compiled (torch.compile, each batch shape's step replayed as a CUDA graph): eager GPU
 # timings measure kernel launches, and the ledger judges the compiled ones alone. Two warm-up
