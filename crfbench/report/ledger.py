@@ -290,6 +290,11 @@ def _speed_range(ratios: pd.DataFrame, mode: str, where: str = "") -> str:
     )
 
 
+def _short(revision: str) -> str:
+    """A commit as the notes name it: its first 7 hex digits, ``+dirty`` kept."""
+    return revision[:7] + ("+dirty" if revision.endswith("+dirty") else "")
+
+
 def _speed_status(spec: SpeedClaim, gpu: bool, timing: pd.DataFrame) -> dict[str, object]:
     """A speed claim's speed-ups per timing mode and baseline, and its verdict, drawn from compiled
     timings (:data:`VERDICT_MODE`; on CUDA for a GPU claim) where there are any. A GPU claim
@@ -310,7 +315,7 @@ def _speed_status(spec: SpeedClaim, gpu: bool, timing: pd.DataFrame) -> dict[str
     modes = sorted(set(ratios["mode"]), key=lambda mode: mode != VERDICT_MODE)
     our_range = "; ".join(_speed_range(ratios, mode, where) for mode in modes)
     if VERDICT_MODE not in modes:
-        revisions = ", ".join(sorted(set(measured["revision"].astype(str))))
+        revisions = ", ".join(sorted({_short(revision) for revision in measured["revision"].astype(str)}))
         reason = f"pending a compiled {'GPU ' if gpu else ''}run (eager timings at {revisions})"
         return _status(our_range, len(ratios), NOT_TESTABLE, reason)
     compiled = ratios[ratios["mode"] == VERDICT_MODE]["speedup"]
