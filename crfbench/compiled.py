@@ -25,7 +25,7 @@ import torch
 import implementations
 
 from .objectives import ChainScores, Inference
-from .uses import PYTORCH_CRF
+from .uses import PYTORCH_CRF, check_names
 from .uses import TIMING_MODES as MODES
 
 #: Methods that are never compiled: SparseMAP's iterations stop on the scores' values, and
@@ -37,9 +37,7 @@ BACKEND_VARIABLE = "CRFBENCH_COMPILE_BACKEND"
 
 def check_modes(modes: tuple[str, ...] | list[str]) -> tuple[str, ...]:
     """``modes`` as a tuple, each one of :data:`MODES`; ValueError naming the bad one."""
-    for mode in modes:
-        if mode not in MODES:
-            raise ValueError(f"modes: {mode!r} is not one of {', '.join(MODES)}")
+    check_names("modes", modes, MODES)
     return tuple(modes)
 
 

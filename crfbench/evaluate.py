@@ -20,6 +20,7 @@ from .metrics import score, sentence_counts
 from .objectives import DECODERS, describe
 from .run_folder import load_trained_run, write_run_table
 from .schema import EVALUATION_FILE, RUN_KEY, SENTENCE_COLUMNS, SENTENCES_FILE
+from .uses import check_names
 
 SPLITS = ("dev", "test")
 
@@ -35,12 +36,8 @@ def evaluate(
 ) -> pd.DataFrame:
     """Score the selected model of ``run_dir`` on ``splits`` with ``decoders``; write the CSV."""
     run_dir = Path(run_dir)
-    for name in decoders:
-        if name not in DECODERS:
-            raise ValueError(f"decoders: {name!r} is not one of {', '.join(DECODERS)}")
-    for split in splits:
-        if split not in SPLITS:
-            raise ValueError(f"splits: {split!r} is not one of {', '.join(SPLITS)}")
+    check_names("decoders", decoders, DECODERS)
+    check_names("splits", splits, SPLITS)
     if batch_size is not None and (
         not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1
     ):

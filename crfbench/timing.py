@@ -47,7 +47,7 @@ from .objectives import Inference, describe
 from .run_folder import load_model, read_run_config, record_run, write_run_table
 from .schema import MODEL_FILE, TIMING_FILE
 from .stopwatch import best_seconds  # noqa: F401  (benchmarks import it from here)
-from .uses import TIMED_DECODERS, TIMED_LOSSES
+from .uses import TIMED_DECODERS, TIMED_LOSSES, check_names
 
 
 def default_losses(partial: bool) -> tuple[str, ...]:
@@ -91,16 +91,6 @@ def _checked(*, batches: int, rounds: int, warmup: int, modes: Sequence[str]) ->
     return modes
 
 
-def _check_names(losses: Sequence[str], decoders: Sequence[str]) -> None:
-    """ValueError naming a loss or decoder that does not exist."""
-    for name in losses:
-        if name not in TIMED_LOSSES:
-            raise ValueError(f"losses: {name!r} is not one of {', '.join(TIMED_LOSSES)}")
-    for name in decoders:
-        if name not in TIMED_DECODERS:
-            raise ValueError(f"decoders: {name!r} is not one of {', '.join(TIMED_DECODERS)}")
-
-
 def time_run(
     config: RunConfig,
     run_dir: Path,
@@ -131,7 +121,8 @@ def time_run(
     record_run(run_dir, config, dataset, device, restart_if_changed=restart_if_changed)
     partial = any(sentence.allowed is not None for sentence in dataset.train)
     losses = default_losses(partial) if losses is None else tuple(losses)
-    _check_names(losses, decoders)
+    check_names("losses", losses, TIMED_LOSSES)
+    check_names("decoders", decoders, TIMED_DECODERS)
 
     scorers = {}
     for transitions in (True, False):  # the unstructured loss has its own network: no transition head

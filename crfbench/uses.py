@@ -10,7 +10,7 @@ and the workflow can list the names cheaply; ``crfbench.objectives`` turns a use
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -110,3 +110,11 @@ TIMED_DECODERS: Mapping[str, Use] = _by_name(_DECODERS + _BASELINE_DECODERS)
 def decoders_of(method: str) -> tuple[str, ...]:
     """The decoders that decode with ``method``, in listing order."""
     return tuple(name for name, use in DECODERS.items() if use.method == method)
+
+
+def check_names(argument: str, names: Iterable[str], known: Iterable[str]) -> None:
+    """ValueError naming ``argument`` and the first of ``names`` that is not one of ``known``."""
+    known = list(known)
+    for name in names:
+        if name not in known:
+            raise ValueError(f"{argument}: {name!r} is not one of {', '.join(known)}")
