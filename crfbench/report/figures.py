@@ -4,8 +4,10 @@ Tables 2 and 3 (the asv scaling figures are drawn by :mod:`.scaling`). Every fig
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import cast
 
@@ -23,16 +25,19 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from .. import uses
 from ..io import save_atomic
 from .layout import (
+    BASELINE_KINDS,
     DATASET_LABELS,
     DECODER_ITERATIONS,
+    PAPER_BASELINE_KIND,
     POS,
     TABLES,
     TRAIN_LABELS,
+    RowSpec,
     natural_key,
 )
 from .paper import Paper
 from .render import LEGEND, MARKS
-from .tables import Table
+from .tables import Table, rows_where
 
 #: Iterative decoder families of figure (a), with their decoders in iteration order.
 FAMILIES = {TRAIN_LABELS[name]: uses.decoders_of(name) for name in ("meanfield", "bcrf")}
@@ -227,7 +232,22 @@ def _speedup_caption(table: Table, seeds: list[int], rounds: list[int], statuses
     return caption
 
 
-def speedup_figure(table: Table, path: Path) -> list[Drawn]:
+def _divides_by(kind: str, row: RowSpec) -> bool:
+    return row.baseline_kind == kind
+
+
+def speedup_figures(table: Table, figures_dir: Path, stem: str) -> list[Drawn]:
+    """``speedup_figure`` once per baseline kind of Table 2 or 3 that has results of ours:
+    ``<stem>.png`` over the paper's baseline, ``<stem>-vs-<kind>.png`` over each other one."""
+    drawn = []
+    for kind in BASELINE_KINDS:
+        rows = rows_where(table, partial(_divides_by, kind))
+        suffix = "" if kind == PAPER_BASELINE_KIND else "-vs-" + re.sub(r"[^a-z0-9]+", "-", kind.lower())
+        drawn += speedup_figure(rows, figures_dir / f"{stem}{suffix}.png", kind)
+    return drawn
+
+
+def speedup_figure(table: Table, path: Path, baseline_kind: str = "") -> list[Drawn]:
     """(b) Speed-ups of Table 2 or 3 on a log axis: per column (dataset × encoder) and row (method) our
     mean as a filled circle with a bar from the lowest to the highest ratio of single timing rounds
     (only where there are several rounds), the paper's value as an open diamond ("lost" where the
@@ -280,6 +300,7 @@ def speedup_figure(table: Table, path: Path) -> list[Drawn]:
     if claims:
         axis.axvline(len(columns) - 0.5, color="0.6", linewidth=0.8, linestyle="--")
     _speedup_axis(axis, [column.label for column in columns] + [f"{c.dataset} {c.encoder}" for c in claims])
-    axis.set_title(f"Table {table.spec.id}: {table.spec.title}", fontsize="medium")
+    over = "" if baseline_kind in ("", PAPER_BASELINE_KIND) else f" (baseline: {baseline_kind})"
+    axis.set_title(f"Table {table.spec.id}: {table.spec.title}{over}", fontsize="medium")
     _speedup_legend(figure, table)
     return [save_png(figure, path, _speedup_caption(table, seeds, rounds, statuses))]

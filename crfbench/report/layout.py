@@ -55,8 +55,9 @@ DECODER_ITERATIONS = {
 
 #: Training iterations of the MF / BCRF losses that Table 2 compares (paper §6.4).
 TRAIN_ITERATIONS = 10
-#: The forward-algorithm loss each Table 2 loss is compared with (the partial data has no plain CRF).
-#: SparseMAP's losses, not in the BCRF paper, iterate until their optimality certificate holds.
+#: The forward-algorithm loss each Table 2 loss is compared with first, the paper's baseline (the
+#: partial data has no plain CRF). SparseMAP's losses, not in the BCRF paper, iterate until their
+#: optimality certificate holds.
 TRAIN_BASELINES = {
     "meanfield": "crf",
     "bcrf": "crf",
@@ -70,6 +71,25 @@ FIXED_ITERATION_LOSSES = ("meanfield", "bcrf", "bcrf-partial")
 #: Table 3 compares these decoders with Viterbi.
 DECODE_BASELINE = "viterbi"
 DECODE_COMPARED = ("meanfield-5", "meanfield-10", "bcrf-5", "bcrf-10", "argmax", "sparsemap")
+#: Every implementation of the paper's baselines that Tables 2 and 3 divide by, by kind: the
+#: sequential forward algorithm and Viterbi (the paper's, named by ``TRAIN_BASELINES`` and
+#: ``DECODE_BASELINE``), the parallel scan (as torch-struct has them) and pytorch-crf's (the one most
+#: papers compare with; no partial-label loss), each timed in the same process
+#: (``crfbench.uses``'s baseline uses).
+BASELINE_KINDS = {
+    "sequential": {"crf": "crf", "crf-partial": "crf-partial", "viterbi": "viterbi"},
+    "parallel scan": {"crf": "crf-scan", "crf-partial": "crf-scan-partial", "viterbi": "viterbi-scan"},
+    uses.PYTORCH_CRF: {"crf": uses.PYTORCH_CRF, "viterbi": f"viterbi-{uses.PYTORCH_CRF}"},
+}
+#: The baseline kind whose speed-ups the paper's values sit beside.
+PAPER_BASELINE_KIND = "sequential"
+
+
+def baselines_of(paper_baseline: str) -> dict[str, str]:
+    """The implementations of ``paper_baseline`` (``crf``, ``crf-partial`` or ``viterbi``) timed as
+    baselines, by kind (``BASELINE_KINDS``), the paper's first."""
+    return {kind: names[paper_baseline] for kind, names in BASELINE_KINDS.items() if paper_baseline in names}
+
 
 Kind = Literal["score", "violations", "train", "decode"]
 
@@ -83,6 +103,12 @@ class RowSpec:
     decoder: str
     iterations: int | None
     in_paper: bool = True
+    baseline: str = ""  # a speed-up's baseline, a timing name (``BASELINE_KINDS``); "" for a score
+
+    @property
+    def baseline_kind(self) -> str:
+        """The kind of baseline (``BASELINE_KINDS``) a speed-up row divides by; "" for a score."""
+        return next((kind for kind, names in BASELINE_KINDS.items() if self.baseline in names.values()), "")
 
 
 @dataclass(frozen=True)
@@ -125,21 +151,44 @@ _SUPERVISED_ROWS = (
 _PARTIAL_ROWS = tuple(
     _decode_row(train, decoder) for train in ("crf-partial", "bcrf-partial") for decoder in _ALL_DECODERS
 )
+
+
+def _speed_row(
+    label: str, train: str, decoder: str, iterations: int | None, in_paper: bool, baseline: str
+) -> RowSpec:
+    """A speed-up row over ``baseline``: the paper's label over the paper's baseline, else the
+    baseline's name after "vs"; only the paper's baseline has the paper's value beside it."""
+    if baseline in (TRAIN_BASELINES.get(train), DECODE_BASELINE):
+        return RowSpec(label, train, decoder, iterations, in_paper, baseline)
+    return RowSpec(f"{label} vs {_BASELINE_LABELS[baseline]}", train, decoder, iterations, False, baseline)
+
+
+_BASELINE_LABELS = {name: use.label for name, use in {**uses.TIMED_LOSSES, **uses.TIMED_DECODERS}.items()}
 _TRAIN_ROWS = tuple(
-    RowSpec(f"{TRAIN_LABELS[loss]} ({TRAIN_ITERATIONS} it.)", loss, "", TRAIN_ITERATIONS)
-    if loss in FIXED_ITERATION_LOSSES
-    else RowSpec(TRAIN_LABELS[loss], loss, "", None, in_paper=False)
-    for loss in TRAIN_BASELINES
+    _speed_row(
+        f"{TRAIN_LABELS[loss]} ({TRAIN_ITERATIONS} it.)"
+        if loss in FIXED_ITERATION_LOSSES
+        else TRAIN_LABELS[loss],
+        loss,
+        "",
+        TRAIN_ITERATIONS if loss in FIXED_ITERATION_LOSSES else None,
+        loss in FIXED_ITERATION_LOSSES,
+        baseline,
+    )
+    for loss, paper_baseline in TRAIN_BASELINES.items()
+    for baseline in baselines_of(paper_baseline).values()
 )
 _DECODE_ROWS = tuple(
-    RowSpec(
+    _speed_row(
         DECODER_LABELS[name],
         "",
         name,
         DECODER_ITERATIONS.get(name),
-        in_paper=name not in ("argmax", "sparsemap"),
+        name not in ("argmax", "sparsemap"),
+        baseline,
     )
     for name in DECODE_COMPARED
+    for baseline in baselines_of(DECODE_BASELINE).values()
 )
 _CONSTRAINED = SEG + NER + NER_PARTIAL + SYNTHETIC
 

@@ -46,8 +46,10 @@ from .claims import (
     SpeedClaim,
     overall_verdict,
 )
+from .layout import BASELINE_KINDS
 from .newton import cost_ratios, first_reach
 from .paired import accuracy_cells
+from .stats import ITEM_COLUMNS
 
 __doc__ += f"\nVerdict rule. {VERDICT_RULE}\n"  # stated once, read by the report and by help()
 
@@ -227,10 +229,14 @@ def newton_solver_cells(trace: pd.DataFrame, solvers: pd.DataFrame) -> pd.DataFr
 
 
 def speedups(timing: pd.DataFrame, spec: SpeedClaim) -> pd.DataFrame:
-    """dataset, encoder, timing mode, baseline and speed-up (baseline / compared median seconds,
-    over rounds and the cell's timing runs of that mode) for each (dataset, encoder, mode) that
-    timed both names of one of ``spec.pairs``: eager and compiled rows never meet in one ratio."""
+    """dataset, encoder, timing mode, baseline, its kind (``BASELINE_KINDS``) and speed-up (baseline /
+    compared median seconds, over rounds and the cell's timing runs of that mode) for each (dataset,
+    encoder, mode) that timed both names of one of ``spec.pairs``, with the lowest and highest ratio
+    of single rounds (baseline over compared in the same timing run and round) and their number:
+    eager and compiled rows never meet in one ratio."""
     rows = timing[timing["kind"] == spec.kind]
+    run_columns = [name for name in timing.columns if name not in ITEM_COLUMNS]
+    rows = rows.assign(run=rows.groupby(run_columns, dropna=False).ngroup() if len(rows) else 0)
     keys = ["dataset", "encoder_name", "mode"]
     parts = []
     for baseline, compared in spec.pairs:
@@ -238,14 +244,30 @@ def speedups(timing: pd.DataFrame, spec: SpeedClaim) -> pd.DataFrame:
         if spec.iterations is not None:
             other = other[other["iterations"] == spec.iterations]
         medians = [part.groupby(keys)["seconds"].median() for part in (base, other)]
-        parts.append(
-            (medians[0] / medians[1]).dropna().rename("speedup").to_frame().assign(baseline=baseline)
-        )
-    columns = ["dataset", "encoder", "mode", "baseline", "speedup"]
+        paired = other.merge(base[["run", "round", "seconds"]], on=["run", "round"], suffixes=("", "_base"))
+        rounds = (paired["seconds_base"] / paired["seconds"]).groupby([paired[key] for key in keys])
+        spread = rounds.agg(["min", "max", "count"]).set_axis(["low", "high", "rounds"], axis=1)
+        ratio = (medians[0] / medians[1]).dropna().rename("speedup").to_frame().join(spread)
+        parts.append(ratio.assign(baseline=baseline, baseline_kind=_kind_of(baseline)))
+    columns = ["dataset", "encoder", "mode", "baseline", "baseline_kind", "speedup", "low", "high", "rounds"]
     if not parts:
         return pd.DataFrame(columns=columns)
     ratios = pd.concat(parts).rename_axis(["dataset", "encoder", "mode"]).reset_index()[columns]
     return ratios.sort_values(["mode", "dataset", "encoder"], ignore_index=True)
+
+
+def _kind_of(baseline: str) -> str:
+    """The kind (``BASELINE_KINDS``) of a baseline timing name."""
+    return next(kind for kind, names in BASELINE_KINDS.items() if baseline in names.values())
+
+
+def round_verdict(low: float, high: float) -> str:
+    """A speed-up cell's verdict from its single-round ratios: reproduced when the compared item was
+    faster in every round (lowest ratio > 1), not reproduced when slower in every round (highest
+    ratio < 1), inconclusive when the rounds disagree."""
+    if low > 1:
+        return REPRODUCED
+    return NOT_REPRODUCED if high < 1 else INCONCLUSIVE
 
 
 #: The timing mode a speed verdict rests on, where it was timed; eager timings are shown beside.
@@ -281,12 +303,14 @@ def _status(our_range: str, n_cells: int, found: str, reason: str = "") -> dict[
 
 
 def _speed_range(ratios: pd.DataFrame, mode: str, where: str = "") -> str:
-    """``ratios`` of one ``mode`` as "<where><mode>, vs <baseline>: x<low> to x<high>", a part per
-    baseline."""
+    """``ratios`` of one ``mode`` as "<where><mode>, vs <baseline kind>: x<low> to x<high> (<n> rounds:
+    x<lowest> to x<highest>)", a part per baseline kind: the range of the cells' speed-ups, then the
+    number of timing rounds behind them and the range of their single-round ratios."""
     rows = ratios[ratios["mode"] == mode]
     return "; ".join(
-        f"{where}{mode}, vs {baseline}: {_range(group['speedup'], 'x{:.2f}')}"
-        for baseline, group in rows.groupby("baseline", sort=False)
+        f"{where}{mode}, vs {kind}: {_range(group['speedup'], 'x{:.2f}')} ({int(group['rounds'].sum())} "
+        f"rounds: {_range(pd.concat([group['low'], group['high']]), 'x{:.2f}')})"
+        for kind, group in rows.groupby("baseline_kind", sort=False)
     )
 
 
@@ -318,9 +342,15 @@ def _speed_status(spec: SpeedClaim, gpu: bool, timing: pd.DataFrame) -> dict[str
         revisions = ", ".join(sorted({_short(revision) for revision in measured["revision"].astype(str)}))
         reason = f"pending a compiled {'GPU ' if gpu else ''}run (eager timings at {revisions})"
         return _status(our_range, len(ratios), NOT_TESTABLE, reason)
-    compiled = ratios[ratios["mode"] == VERDICT_MODE]["speedup"]
-    verdicts = [REPRODUCED if ratio > 1 else NOT_REPRODUCED for ratio in compiled]
-    return _status(our_range, len(compiled), overall_verdict(verdicts))
+    compiled = ratios[ratios["mode"] == VERDICT_MODE]
+    by_kind = {  # in BASELINE_KINDS's order, the paper's first
+        kind: overall_verdict(map(round_verdict, group["low"], group["high"]))
+        for kind in BASELINE_KINDS
+        if not (group := compiled[compiled["baseline_kind"] == kind]).empty
+    }
+    judged_by = next(iter(by_kind))  # PAPER_BASELINE_KIND, where it was timed
+    reason = "; ".join(f"vs {kind}: {verdict}" for kind, verdict in by_kind.items())
+    return _status(our_range, len(compiled), by_kind[judged_by], f"verdict vs {judged_by}; {reason}")
 
 
 def _no_cell_reason(

@@ -30,7 +30,7 @@ from . import provenance
 from .bethe import TASKS as BETHE_TASKS
 from .bethe import bethe_figures, bethe_sections, read_cgm, read_sentences
 from .claims import CLAIMS_COLUMNS, CLAIMS_FILE
-from .figures import iteration_figures, speedup_figure
+from .figures import iteration_figures, speedup_figures
 from .inputs import agreement_summary, read_results
 from .layout import TABLES, TASKS
 from .ledger import claim_ledger, ledger_csv
@@ -162,10 +162,9 @@ def render_report(
     figures += support_figure(curves, figures_dir / "sparsemap-support.png")
     figures += solver_figure(sweep, figures_dir / "sparsemap-solvers.png")
     figures += iteration_figures(stats["score"], paper, figures_dir)
-    if "2" in by_id:
-        figures += speedup_figure(by_id["2"], figures_dir / "speedup-train.png")
-    if "3" in by_id:
-        figures += speedup_figure(by_id["3"], figures_dir / "speedup-decode.png")
+    for table_id, stem in (("2", "speedup-train"), ("3", "speedup-decode")):
+        if table_id in by_id:
+            figures += speedup_figures(by_id[table_id], figures_dir, stem)
     figures += scaling_figures(scaling, figures_dir)
     figures += bethe_figures(results_dir, figures_dir)
     figures += newton_figures(results_dir, figures_dir)

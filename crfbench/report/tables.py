@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import SupportsFloat
 
 import pandas as pd
 
-from .layout import DATASET_LABELS, TRAIN_ITERATIONS, RowSpec, TableSpec, applies, encoder_key, natural_key
+from .layout import (
+    DATASET_LABELS,
+    PAPER_BASELINE_KIND,
+    TRAIN_ITERATIONS,
+    RowSpec,
+    TableSpec,
+    applies,
+    encoder_key,
+    natural_key,
+)
 from .paper import Claim, Paper, PaperValue
 
 #: How the spread of a speed-up over timing rounds is shown (Tables 2 and 3).
@@ -16,6 +26,16 @@ _ROUNDS = (
     "the std omitted for a single seed; in brackets the lowest–highest ratio of single rounds (every round "
     "times each item once, so the rounds of the two items pair up; all seeds' rounds pooled) and n, the "
     "number of rounds (n=1 alone: one round has no interval);"
+)
+#: Which implementations of the baseline the rows divide by (Tables 2 and 3).
+_BASELINES = (
+    'A row without "vs" divides by the sequential forward algorithm or Viterbi (our crf: a loop over '
+    "positions, each step vectorised over the batch and tags), as the paper's baseline; a row \"vs CRF "
+    '(parallel scan)" divides by the same computation as a balanced tree of log-semiring matrix products '
+    '(our crf-scan, as torch-struct computes it), and "vs CRF (pytorch-crf)" by pytorch-crf\'s, the '
+    "implementation most papers compare with; all timed in the same run. Only the first has the paper's "
+    "value beside it. Columns split by device and by timing mode (eager: one operator launched at a time; "
+    "compiled: torch.compile, CUDA graphs on a GPU) where the rows hold several."
 )
 _EXPLANATIONS = {
     "score": (
@@ -35,13 +55,13 @@ _EXPLANATIONS = {
         "SparseMAP's losses run to their optimality certificate, so their cost depends on the scores: "
         "the pipeline times every item on the dataset's first-seed CRF model (timing.csv's network "
         "column; a fresh network, where supports are largest, is SparseMAP's worst case); the "
-        "convergence table gives each run's training seconds."
+        f"convergence table gives each run's training seconds. {_BASELINES}"
     ),
     "decode": (
         "Speed-up = median seconds over timing rounds of Viterbi decoding / median seconds of the decoder, "
         "both measured in one timing run with the network's forward pass; mean ± sample standard deviation "
         f"over seeds, {_ROUNDS} then the paper's value and the difference ours − paper. SparseMAP, as in "
-        "training, is timed on the dataset's first-seed CRF model."
+        f"training, is timed on the dataset's first-seed CRF model. {_BASELINES}"
     ),
 }
 
@@ -126,11 +146,15 @@ def _number(value: SupportsFloat) -> float | None:
     return None if pd.isna(value) else float(value)
 
 
-def _stats_by_key(stats: pd.DataFrame) -> dict[tuple[str, str, str, str, str], Stat]:
-    """Our statistics by (dataset, encoder, device, train, decoder); speed-ups bring their round spread."""
+StatKey = tuple[str, str, str, str, str, str]
+
+
+def _stats_by_key(stats: pd.DataFrame) -> dict[StatKey, Stat]:
+    """Our statistics by ``stats.STAT_KEYS`` (dataset, encoder, device, train, decoder, baseline);
+    speed-ups bring their round spread."""
     rounds, flagged = "rounds" in stats.columns, "flagged" in stats.columns
     return {
-        (row.dataset, row.encoder, row.device, row.train, row.decoder): Stat(
+        (row.dataset, row.encoder, row.device, row.train, row.decoder, row.baseline): Stat(
             float(row.mean),
             _number(row.std),
             int(row.n),
@@ -141,11 +165,9 @@ def _stats_by_key(stats: pd.DataFrame) -> dict[tuple[str, str, str, str, str], S
     }
 
 
-def _columns(
-    spec: TableSpec, ours: Mapping[tuple[str, str, str, str, str], Stat], paper: Paper
-) -> tuple[Column, ...]:
+def _columns(spec: TableSpec, ours: Mapping[StatKey, Stat], paper: Paper) -> tuple[Column, ...]:
     """Our columns and the paper's (dataset, encoder) pairs we lack, encoder-major as in the paper."""
-    row_keys = {(row.train, row.decoder) for row in spec.rows}
+    row_keys = {(row.train, row.decoder, row.baseline) for row in spec.rows}
     found = {key[:3] for key in ours if key[0] in spec.datasets and key[3:] in row_keys}
     covered = {key[:2] for key in found}
     if spec.paper_group is not None:
@@ -172,11 +194,11 @@ def build_table(spec: TableSpec, stats: pd.DataFrame, paper: Paper) -> Table:
     columns = _columns(spec, ours, paper)
 
     def cell(row: RowSpec, column: Column) -> Cell:
-        stat = ours.get((column.dataset, column.encoder, column.device, row.train, row.decoder))
+        stat = ours.get((column.dataset, column.encoder, column.device, row.train, row.decoder, row.baseline))
         group = spec.paper_group
         value = (
             None
-            if group is None
+            if group is None or row.baseline_kind not in ("", PAPER_BASELINE_KIND)
             else paper.get(group, column.dataset, column.encoder, row.train, row.decoder)
         )
         return Cell(stat, value, applies(row, column.dataset))
@@ -189,6 +211,14 @@ def build_table(spec: TableSpec, stats: pd.DataFrame, paper: Paper) -> Table:
     cells = {(i, j): cell(row, column) for i, row in enumerate(rows) for j, column in enumerate(columns)}
     claims = paper.text_only.get(spec.paper_group or "", ())
     return Table(spec, rows, columns, cells, _EXPLANATIONS[spec.kind], claims)
+
+
+def rows_where(table: Table, keep: Callable[[RowSpec], bool]) -> Table:
+    """``table`` with only the rows that ``keep`` accepts (a figure per baseline of Tables 2 and 3)."""
+    kept = [i for i, row in enumerate(table.rows) if keep(row)]
+    cells = {(new, j): table.cell(i, j) for new, i in enumerate(kept) for j in range(len(table.columns))}
+    rows = tuple(table.rows[i] for i in kept)
+    return dataclasses.replace(table, rows=rows, cells=cells)
 
 
 def missing(table: Table) -> list[str]:

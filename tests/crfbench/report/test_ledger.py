@@ -18,7 +18,7 @@ from crfbench.report.claims import (
     overall_verdict,
     verdict,
 )
-from crfbench.report.ledger import accuracy_cells, claim_ledger, ledger_csv
+from crfbench.report.ledger import accuracy_cells, claim_ledger, ledger_csv, round_verdict
 from crfbench.report.paired import paired_difference
 
 TASKS = {"ud-pos-en": "pos", "ud-seg-zh": "seg", "ud-seg-ja": "seg", "conll03-ner": "ner"}
@@ -246,7 +246,7 @@ def test_summary_of_testable_and_untestable_claims():
         " or m-sparsemap/viterbi and crf/viterbi",
     )
     assert tuple(rows.loc["bcrf-9", ["our_range", "verdict", "reason"]]) == (
-        "CPU compiled, vs crf: x2.00",
+        "CPU compiled, vs sequential: x2.00 (3 rounds: x2.00)",
         NOT_TESTABLE,
         "GPU claim, CPU run",
     )
@@ -266,14 +266,17 @@ def test_gpu_speed_claims_are_judged_on_cuda_timings():
     timing = pd.concat([_timing("cpu", crf=1.0, bcrf=2.0), _timing("cuda:0", crf=3.0, bcrf=1.0)])
     row = claim_ledger(claims, NO_SENTENCES, timing, TASKS)[0].iloc[0]
     assert (row["our_range"], row["verdict"], row["reason"]) == (
-        "cuda:0 compiled, vs crf: x3.00",
+        "cuda:0 compiled, vs sequential: x3.00 (3 rounds: x3.00)",
         REPRODUCED,
-        "",
+        "verdict vs sequential; vs sequential: reproduced",
     )
     # the GPU named where the timing table records it
     named = timing.assign(device_name=timing["device"].map({"cpu": "AMD EPYC", "cuda:0": "NVIDIA H200"}))
     row = claim_ledger(claims, NO_SENTENCES, named, TASKS)[0].iloc[0]
-    assert (row["our_range"], row["verdict"]) == ("NVIDIA H200 compiled, vs crf: x3.00", REPRODUCED)
+    assert (row["our_range"], row["verdict"]) == (
+        "NVIDIA H200 compiled, vs sequential: x3.00 (3 rounds: x3.00)",
+        REPRODUCED,
+    )
 
 
 def test_gpu_speed_verdicts_rest_on_compiled_timings_alone():
@@ -283,11 +286,61 @@ def test_gpu_speed_verdicts_rest_on_compiled_timings_alone():
     eager = _timing("cuda:0", crf=1.0, bcrf=4.0, mode="eager")
     both = pd.concat([eager, _timing("cuda:0", crf=3.0, bcrf=1.0)])
     row = claim_ledger(claims, NO_SENTENCES, both, TASKS)[0].iloc[0]
-    assert row["our_range"] == "cuda:0 compiled, vs crf: x3.00; cuda:0 eager, vs crf: x0.25"
+    assert row["our_range"] == (
+        "cuda:0 compiled, vs sequential: x3.00 (3 rounds: x3.00); "
+        "cuda:0 eager, vs sequential: x0.25 (3 rounds: x0.25)"
+    )
     assert (row["n_cells"], row["verdict"]) == (1, REPRODUCED)
     row = claim_ledger(claims, NO_SENTENCES, eager, TASKS)[0].iloc[0]
-    assert (row["our_range"], row["verdict"]) == ("cuda:0 eager, vs crf: x0.25", NOT_TESTABLE)
+    assert (row["our_range"], row["verdict"]) == (
+        "cuda:0 eager, vs sequential: x0.25 (3 rounds: x0.25)",
+        NOT_TESTABLE,
+    )
     assert row["reason"] == "pending a compiled GPU run (eager timings at abc1234)"
+
+
+def _baseline_timing(name: str, seconds: list[float]) -> pd.DataFrame:
+    """Compiled CUDA train timings of the baseline ``name``, one round per entry of ``seconds``, as
+    ``_timing``'s."""
+    base = _timing("cuda:0")
+    rows = base[base["name"] == "crf"].iloc[: len(seconds)]
+    return rows.assign(name=name, seconds=seconds, round=range(len(seconds)))
+
+
+def test_gpu_speed_verdicts_per_baseline():
+    """One verdict per baseline implementation: the claim's is the sequential one's, the others are
+    given beside it; a baseline slower in every round is beaten, one faster in every round is not."""
+    claims = _claims(("bcrf-9", "bcrf", "speed-gpu"))
+    timing = pd.concat(
+        [
+            _timing("cuda:0", crf=3.0, bcrf=1.0),  # bcrf rounds: 1.0, 1.1, 1.2 seconds
+            _baseline_timing("crf-scan", [0.5, 0.5, 0.5]),  # faster than bcrf in every round
+            _baseline_timing("pytorch-crf", [1.05, 1.5, 1.0]),  # the rounds disagree
+        ]
+    )
+    row = claim_ledger(claims, NO_SENTENCES, timing, TASKS)[0].iloc[0]
+    assert row["verdict"] == REPRODUCED
+    assert row["reason"] == (
+        "verdict vs sequential; vs sequential: reproduced; vs parallel scan: not reproduced; "
+        "vs pytorch-crf: inconclusive"
+    )
+    assert "vs parallel scan: x0.45 (3 rounds: x0.42 to x0.50)" in row["our_range"]
+    # without the paper's baseline, the verdict is the first one timed
+    row = claim_ledger(claims, NO_SENTENCES, timing[timing["name"] != "crf"], TASKS)[0].iloc[0]
+    assert (row["verdict"], row["reason"].split(";")[0]) == (NOT_REPRODUCED, "verdict vs parallel scan")
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "expected"),
+    [
+        (1.01, 3.0, REPRODUCED),
+        (0.5, 0.99, NOT_REPRODUCED),
+        (0.9, 1.1, INCONCLUSIVE),
+        (1.0, 1.0, INCONCLUSIVE),
+    ],
+)
+def test_round_verdict(low, high, expected):
+    assert round_verdict(low, high) == expected
 
 
 @pytest.mark.parametrize(

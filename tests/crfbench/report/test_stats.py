@@ -20,7 +20,14 @@ from .fixtures import RUN, timing_rows
 
 
 def _values(*pairs: tuple[str, float]) -> pd.DataFrame:
-    keys = {"dataset": "ud-pos-en", "encoder": "L0", "device": "", "train": "crf", "decoder": "viterbi"}
+    keys = {
+        "dataset": "ud-pos-en",
+        "encoder": "L0",
+        "device": "",
+        "train": "crf",
+        "decoder": "viterbi",
+        "baseline": "",
+    }
     return pd.DataFrame([keys | {"seed": seed, "value": value} for seed, value in pairs])
 
 
@@ -102,3 +109,21 @@ def test_eager_and_compiled_timings_are_never_pooled():
     assert stats.loc[("eager", "bcrf"), "mean"] == pytest.approx(2.5)
     assert stats.loc[("compiled", "bcrf"), "mean"] == pytest.approx(5.0)
     assert stats.loc[("compiled", "bcrf"), "rounds"] == 6  # its own rounds, not the eager ones too
+
+
+def test_each_baseline_implementation_has_its_own_speedups():
+    """The parallel-scan and pytorch-crf baselines are divided by as the sequential one is, each in
+    rows of its own (``baseline``), within the same timing run and round."""
+    rows = timing_rows()
+    baselines = [
+        row | {"name": name, "method": name, "seconds": row["seconds"] * factor}
+        for row in rows
+        if row["name"] == "crf"
+        for name, factor in (("crf-scan", 0.5), ("pytorch-crf", 4.0))
+    ]
+    stats = train_speedups(_timing(rows + baselines)).set_index(["train", "baseline"])
+    sequential = stats.loc[("bcrf", "crf"), "mean"]
+    assert sequential == pytest.approx(2.5)
+    assert stats.loc[("bcrf", "crf-scan"), "mean"] == pytest.approx(sequential * 0.5)
+    assert stats.loc[("bcrf", "pytorch-crf"), "mean"] == pytest.approx(sequential * 4.0)
+    assert stats.loc[("bcrf", "crf-scan"), "rounds"] == stats.loc[("bcrf", "crf"), "rounds"] == 6
