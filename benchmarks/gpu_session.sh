@@ -10,7 +10,11 @@
 # seqeval and their dependencies, as wheels), git/ (the commit's .git: asv needs its date) and, for
 # the timing stage, data/ and runs/<dataset>/ (the treebanks, first-seed CRF models and settings)
 # and writes to OUT (default ./gpu-out). Usage: benchmarks/gpu_session.sh MACHINE BUDGET_SECONDS COMMIT
-# (COMMIT: the commit whose tree this is, as asv records it). STAGES (default "check timing asv")
+# (COMMIT: the commit whose tree this is, as asv records it). GPU_SESSION_DRY_RUN=1 rehearses the
+# whole session on a CPU in a minute or two (CI does, tests/workflow/test_gpu_session.py): nothing is
+# installed (the current python3 runs), the timing stage times the synthetic task's first batches on
+# the CPU (fresh network, torch.compile's aot_eager backend), and the asv stage runs torch's chunk at
+# the `check` profile's one point on the CPU. STAGES (default "check timing asv")
 # picks the stages to run, and PARTS (default "torch jax roofline decode jax-loss others") the
 # parts of the asv stage, each run in that order where named: a session that follows one which
 # measured torch's grid can go straight to JAX's with PARTS="jax roofline jax-loss".
@@ -35,12 +39,29 @@ pack() {  # the tarball of everything measured so far, replaced atomically; not 
     [ ${#paths[@]} -gt 0 ] && tar -cf "$OUT/results.tar.part" "${paths[@]}" && mv "$OUT/results.tar.part" "$OUT/results.tar"
 }
 
+DRY_RUN=${GPU_SESSION_DRY_RUN:-}
+if [ -n "$DRY_RUN" ]; then
+    ASV_DEVICE=cpu TIMING_DEVICE=cpu ASV_PROFILE=check LENGTHS=16
+    TIMED_DATASETS=synthetic PARTS=${PARTS:-torch}
+    export CRFBENCH_COMPILE_BACKEND=aot_eager  # traces as inductor would, compiles nothing
+else
+    ASV_DEVICE=gpu TIMING_DEVICE=cuda ASV_PROFILE=regular LENGTHS="1024 256 64 16"
+    TIMED_DATASETS="ud-pos-nl ud-seg-zh ud-pos-en"
+fi
+
 stage "machine"
-nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$DIR"/whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
+if [ -n "$DRY_RUN" ]; then
+    echo "dry run on the CPU: nothing installed, $(command -v python3)"
+    export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+    python3 -c "import torch, jax, numpy; print('torch', torch.__version__); print('jax', jax.__version__, jax.devices()); print('numpy', numpy.__version__)"
+else
+    nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$DIR"/whl/*.whl || exit 1
+    export PYTHONPATH=/tmp/site:$PWD
+    python3 -c "import torch, jax, triton, numpy; print('torch', torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0)); print('jax', jax.__version__, jax.devices()); print('triton', triton.__version__, 'numpy', numpy.__version__)"
+fi
+export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
 export ASV_PYTHONPATH=$PYTHONPATH  # asv drops PYTHONPATH from the processes it starts
-python3 -c "import torch, jax, triton, numpy; print('torch', torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0)); print('jax', jax.__version__, jax.devices()); print('triton', triton.__version__, 'numpy', numpy.__version__)"
 if [ "$(git rev-parse HEAD 2>/dev/null)" != "$COMMIT" ]; then
     rm -rf .git && cp -r "$DIR/git" .git
 fi
@@ -57,17 +78,27 @@ STAGES=${STAGES:-check timing asv}
 # Eager and compiled (torch.compile, each batch shape's step replayed as a CUDA graph): eager GPU
 # timings measure kernel launches, and the ledger judges the compiled ones alone. Two warm-up
 # rounds: the first compiles every shape, the second records its CUDA graph.
-[[ $STAGES == *timing* ]] && stage "Tables 2-3: a training step per loss and decoding per decoder, on CUDA, eager and compiled"
-for dataset in ud-pos-nl ud-seg-zh ud-pos-en; do
+# Every baseline implementation is timed beside BCRF in the same process: the sequential forward
+# algorithm and Viterbi (crf, viterbi), the parallel scan and pytorch-crf's.
+[[ $STAGES == *timing* ]] && stage "Tables 2-3: a training step per loss and decoding per decoder, on $TIMING_DEVICE, eager and compiled"
+for dataset in $TIMED_DATASETS; do
     [[ $STAGES == *timing* ]] || break
-    [ "$(left)" -lt 300 ] && { echo "skip $dataset: too little time left"; continue; }
+    [ -z "$DRY_RUN" ] && [ "$(left)" -lt 300 ] && { echo "skip $dataset: too little time left"; continue; }
     run_dir="results/gpu/$MACHINE/timing/$dataset/L0"
     mkdir -p "$run_dir"
-    CRFBENCH_DATA="$DIR/data" timeout 240 python3 -m crfbench time \
-        --config "$DIR/runs/$dataset/timing-settings.json" --set device=cuda --run-dir "$run_dir" \
-        --losses crf bcrf meanfield unstructured --decoders viterbi bcrf-5 bcrf-10 meanfield-10 argmax \
-        --modes eager compiled --batches 5 --rounds 7 --warmup 2 --weights "$DIR/runs/$dataset" \
-        --restart-if-changed --no-progress 2>&1 | tail -3
+    if [ -n "$DRY_RUN" ]; then  # the cheapest to compile of each kind (BCRF's loss traces for minutes)
+        settings=(--set dataset=synthetic --set encoder_name=L0 --set batch_size=8)
+        sizes=(--batches 1 --rounds 1 --warmup 1)
+        items=(--losses pytorch-crf crf --decoders viterbi-scan)
+    else
+        settings=(--config "$DIR/runs/$dataset/timing-settings.json" --weights "$DIR/runs/$dataset")
+        sizes=(--batches 5 --rounds 7 --warmup 2)
+        items=(--losses crf crf-scan pytorch-crf bcrf meanfield unstructured
+            --decoders viterbi viterbi-scan viterbi-pytorch-crf bcrf-5 bcrf-10 meanfield-10 argmax)
+    fi
+    CRFBENCH_DATA="$DIR/data" timeout 240 python3 -m crfbench time "${settings[@]}" "${sizes[@]}" "${items[@]}" \
+        --set device="$TIMING_DEVICE" --run-dir "$run_dir" --modes eager compiled --restart-if-changed \
+        --no-progress 2>&1 | tail -3
     pack
 done
 
@@ -91,19 +122,19 @@ asv_run() {  # asv_run REGEX [JAX_PLATFORMS]
     pack
 }
 chunk() {  # chunk BACKEND CLASS_REGEX METHOD_REGEX LENGTH_REGEX TAGS_REGEX [JAX_PLATFORMS]
-    asv_run "^bench_inference\.($2)\.time_[a-z_]+\('$1', '($3)', ($4), ($5), [0-9]+, 'gpu'\)$" "${6:-}"
+    asv_run "^bench_inference\.($2)\.time_[a-z_]+\('$1', '($3)', ($4), ($5), [0-9]+, '$ASV_DEVICE'\)$" "${6:-}"
 }
-export CRFBENCH_ASV_PROFILE=regular
+export CRFBENCH_ASV_PROFILE=$ASV_PROFILE
 PAPER='crf|bcrf-10'
 EVERY='[0-9]+'
 PARTS=" ${PARTS:-torch jax roofline decode jax-loss others} "
 part() { [[ $PARTS == *" $1 "* ]]; }  # part NAME: whether PARTS names it
-part torch && for length in 1024 256 64 16; do chunk torch 'Marginals|LossAndGrad' "$PAPER" "$length" "$EVERY" cpu; done
-part jax && for length in 1024 256 64 16; do chunk jax Marginals "$PAPER" "$length" '32|128'; done
+part torch && for length in $LENGTHS; do chunk torch 'Marginals|LossAndGrad' "$PAPER" "$length" "$EVERY" cpu; done
+part jax && for length in $LENGTHS; do chunk jax Marginals "$PAPER" "$length" '32|128'; done
 part roofline && asv_run "^bench_roofline\.(MemoryBandwidth\.\w+\('(torch|jax)', 'gpu'\)|IBPBandwidth\.\w+\('(torch|jax)', 'gpu', 256, 128, 8\))$"
-part decode && chunk torch Decode "$PAPER" '1024|256|64|16' "$EVERY" cpu
-part jax-loss && for length in 1024 256 64 16; do chunk jax LossAndGrad "$PAPER" "$length" '32|128'; done
-part others && chunk torch 'Marginals|LossAndGrad' 'crf-scan|meanfield-10' '1024|256|64|16' "$EVERY" cpu
+part decode && chunk torch Decode "$PAPER" "${LENGTHS// /|}" "$EVERY" cpu
+part jax-loss && for length in $LENGTHS; do chunk jax LossAndGrad "$PAPER" "$length" '32|128'; done
+part others && chunk torch 'Marginals|LossAndGrad' 'crf-scan|meanfield-10' "${LENGTHS// /|}" "$EVERY" cpu
 stage "done"
 pack
 ls -la "$OUT"

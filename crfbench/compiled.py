@@ -46,8 +46,20 @@ def compiles(method: str) -> bool:
     return method not in CAPTURE_EXEMPT
 
 
+#: How many compiled variants one function's code may hold. Every method's contract call runs the
+#: public layer's same few functions, each method a variant of them (dynamo guards on the kernel
+#: they close over): past torch's default of 8, dynamo would run the rest eagerly, unnoticed.
+RECOMPILE_LIMIT = 64
+
+
 def compile_function(function: Callable[..., Any], device: torch.device) -> Callable[..., Any]:
-    """``function`` under ``torch.compile`` for ``device``: shapes dynamic, CUDA graphs on a GPU."""
+    """``function`` under ``torch.compile`` for ``device``: shapes dynamic, CUDA graphs on a GPU.
+
+    Raises the limit of compiled variants per code object to :data:`RECOMPILE_LIMIT` and makes
+    reaching it an error (a process-wide setting of dynamo's): a step timed as compiled never falls
+    back to eager silently."""
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
+    torch._dynamo.config.fail_on_recompile_limit_hit = True
     options: dict[str, Any] = {"dynamic": True, "backend": os.environ.get(BACKEND_VARIABLE, "inductor")}
     if device.type == "cuda" and options["backend"] == "inductor":
         options["mode"] = "reduce-overhead"

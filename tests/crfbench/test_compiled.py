@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from crfbench.batching import targets
-from crfbench.compiled import BACKEND_VARIABLE, CompiledInference
+from crfbench.compiled import BACKEND_VARIABLE, CompiledInference, compile_function
 from crfbench.experiment import load_dataset, score_batch
 from crfbench.models import build_scorer
 from crfbench.objectives import DECODERS, training_loss
@@ -81,3 +81,36 @@ def test_compiled_calls_equal_eager_ones() -> None:
 def test_bad_modes_are_refused_by_name(tmp_path: Path, options: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         time_run(make_config(), tmp_path, batches=1, rounds=1, progress=False, **({"warmup": 1} | options))
+
+
+#: Graphs compiled by the counting backend of ``test_every_variant_of_one_function_compiles``.
+COMPILED_GRAPHS: list[torch.fx.GraphModule] = []
+
+
+def _counting_backend(graph: torch.fx.GraphModule, example_inputs: list[torch.Tensor]):
+    COMPILED_GRAPHS.append(graph)
+    return graph.forward
+
+
+def test_every_variant_of_one_function_compiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The timing stage compiles one contract call per method, all through the public layer's same
+    functions, each closing over another kernel: every one of them is compiled (beyond dynamo's
+    default of 8 variants per function), none falls back to eager."""
+    name = "crfbench_test_counter"
+    if name not in torch._dynamo.list_backends(exclude_tags=()):
+        torch._dynamo.register_backend(_counting_backend, name=name)
+    monkeypatch.setenv(BACKEND_VARIABLE, name)
+    torch._dynamo.reset()
+    COMPILED_GRAPHS.clear()
+
+    def through(kernel):  # one code object for every variant, as the public layer's functions
+        def call(x: torch.Tensor) -> torch.Tensor:
+            return kernel(x)
+
+        return call
+
+    kernels = [eval(f"lambda x: x * {k}") for k in range(12)]  # a code object of its own each
+    variants = [compile_function(through(kernel), torch.device("cpu")) for kernel in kernels]
+    x = torch.ones(3)
+    assert [float(variant(x)[0]) for variant in variants] == [float(k) for k in range(12)]
+    assert len(COMPILED_GRAPHS) == 12
