@@ -4,16 +4,18 @@ frameworks time the same computation."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
 pytest.importorskip("jax")
 
-from crfbench import jax_timing
+from crfbench import cli, jax_timing
 from crfbench.baselines import is_partial, timed_decoder, timed_loss
 from crfbench.batching import targets
 from crfbench.compiled import BACKEND_VARIABLE
@@ -93,3 +95,18 @@ def test_bad_backends_are_refused_by_name(tmp_path: Path) -> None:
         time_run(make_config(), tmp_path, backends=("numpy",), batches=1, rounds=1, progress=False)
     with pytest.raises(ValueError, match="warmup: the jax backend needs at least 1 untimed round"):
         time_run(make_config(), tmp_path, backends=("jax",), warmup=0, batches=1, rounds=1, progress=False)
+
+
+def test_the_cli_times_the_backends_it_is_given(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    settings = tmp_path / "run.json"
+    settings.write_text(json.dumps(make_config().to_dict()))
+    run = tmp_path / "run"
+    argv = ["time", "--config", str(settings), "--run-dir", str(run), "--backends", "jax", "--no-progress"]
+    rest = ["--losses", "unstructured", "--decoders", "argmax", "--batches", "1", "--rounds", "1"]
+    assert cli.main([*argv, *rest]) == 0
+    table = pd.read_csv(run / "timing.csv")
+    assert set(zip(table.backend, table["mode"], table.name, strict=True)) == {
+        ("jax", "compiled", "unstructured"),
+        ("jax", "compiled", "argmax"),
+    }
+    assert "jax" in capsys.readouterr().out
