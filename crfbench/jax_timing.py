@@ -21,6 +21,7 @@ included, has the JAX implementation of the same method.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, TypeGuard
 
@@ -50,6 +51,13 @@ Step = Callable[[Sequence[Sentence]], Any]
 def has_jax(inference: object) -> TypeGuard[Inference]:
     """Whether the timed loss or decoder ``inference`` has a JAX item (not in :data:`NO_JAX`)."""
     return isinstance(inference, Inference) and inference.method not in NO_JAX
+
+
+def share_the_gpu() -> None:
+    """Keep JAX from taking most of a GPU's memory when its backends start (its default), since
+    the torch items run in the same process on the same GPU; call before JAX starts. Where the
+    variable is already set, it stays as set."""
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 
 def jax_device(device: torch.device) -> jax.Device:

@@ -21,6 +21,7 @@ rounds are discarded (in compiled mode they also absorb the compilations).
 Each item runs in each of ``backends``: ``torch``, and ``jax`` (``crfbench.jax_timing``: the same
 network, loss or decoder and batches in JAX, always under ``jax.jit``, so in the ``compiled``
 mode only; pytorch-crf has no JAX item), recorded in the ``backend`` column.
+
 Scores are validated once before timing and not inside the timed loop. CPU threads are fixed by
 the config (one by default) and recorded with the device. Speed-ups (Tables 2 and 3) are ratios
 of medians from one such file.
@@ -170,6 +171,8 @@ def time_run(
     )
     if "jax" in backends:  # imported before the thread count is fixed: it fixes XLA's too
         from . import jax_timing
+
+        jax_timing.share_the_gpu()
     environment.set_threads(config.threads)
     device = check_device_available(config.device)
     dataset = load_dataset(config, data_dir)
