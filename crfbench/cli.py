@@ -156,6 +156,10 @@ def _time(args: argparse.Namespace) -> int:
     from .schema import CONFIG_FILE, TIMING_FILE
     from .timing import time_run
 
+    if "jax" in args.backends:
+        import jax
+
+        jax.config.update("jax_enable_x64", True)  # SparseMAP's oracle algebra in float64, as in torch
     recorded = args.config is None and not args.set and (args.run_dir / CONFIG_FILE).exists()
     table = time_run(
         read_run_config(args.run_dir) if recorded else _config(args),
@@ -163,6 +167,7 @@ def _time(args: argparse.Namespace) -> int:
         losses=args.losses,
         decoders=args.decoders,
         modes=args.modes,
+        backends=args.backends,
         batches=args.batches,
         rounds=args.rounds,
         warmup=args.warmup,
@@ -171,7 +176,7 @@ def _time(args: argparse.Namespace) -> int:
         progress=args.progress,
         restart_if_changed=args.restart_if_changed,
     )
-    medians = table.groupby(["kind", "name"], sort=False).seconds.median()
+    medians = table.groupby(["backend", "mode", "kind", "name"], sort=False).seconds.median()
     print(medians.to_string())
     print(f"-> {args.run_dir / TIMING_FILE}")
     return 0
@@ -450,6 +455,13 @@ def parser() -> argparse.ArgumentParser:
         choices=list(TIMING_MODES),
         default=["eager"],
         help="eager, and/or compiled (torch.compile; CUDA graphs on a GPU; SparseMAP eager only)",
+    )
+    timing.add_argument(
+        "--backends",
+        nargs="+",
+        choices=implementations.BACKENDS,
+        default=["torch"],
+        help="torch, and/or jax (the same network and batches under jax.jit: mode compiled; no pytorch-crf)",
     )
     timing.add_argument("--batches", type=positive_int, default=5, help="batches per item and round")
     timing.add_argument("--rounds", type=positive_int, default=5, help="timed rounds")

@@ -17,6 +17,11 @@ and inference call under ``torch.compile``, CUDA graphs on a GPU; SparseMAP eage
 in the ``mode`` column. Every round runs each (item, mode) once over all its batches, in a fresh
 random order per round, so slow drifts of the machine hit every item alike; the first ``warmup``
 rounds are discarded (in compiled mode they also absorb the compilations).
+
+Each item runs in each of ``backends``: ``torch``, and ``jax`` (``crfbench.jax_timing``: the same
+network, loss or decoder and batches in JAX, always under ``jax.jit``, so in the ``compiled``
+mode only; pytorch-crf has no JAX item), recorded in the ``backend`` column.
+
 Scores are validated once before timing and not inside the timed loop. CPU threads are fixed by
 the config (one by default) and recorded with the device. Speed-ups (Tables 2 and 3) are ratios
 of medians from one such file.
@@ -35,12 +40,14 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from implementations import BACKENDS
+
 from . import environment
 from .baselines import PytorchCrf, is_partial, timed_decoder, timed_loss
 from .batching import select, shuffled_batches, targets
 from .compiled import CompiledInference, check_modes, compile_function, compiles
 from .config import RunConfig, check_device_available
-from .data.types import Sentence
+from .data.types import Dataset, Sentence
 from .experiment import load_dataset, run_description, score_batch
 from .models import Scorer, build_scorer
 from .objectives import Inference, describe
@@ -48,6 +55,9 @@ from .run_folder import load_model, read_run_config, record_run, write_run_table
 from .schema import MODEL_FILE, TIMING_FILE
 from .stopwatch import best_seconds  # noqa: F401  (benchmarks import it from here)
 from .uses import TIMED_DECODERS, TIMED_LOSSES, check_names
+
+#: A timed step: a batch of sentences in, what to wait for out (torch's steps wait themselves).
+Step = Callable[[Sequence[Sentence]], object]
 
 
 def default_losses(partial: bool) -> tuple[str, ...]:
@@ -78,8 +88,10 @@ def _trained_scorer(
     return scorer, f"trained: {trained.loss}, seed {trained.seed}, epoch {saved['epoch']}"
 
 
-def _checked(*, batches: int, rounds: int, warmup: int, modes: Sequence[str]) -> tuple[str, ...]:
-    """The timing modes, once the counts are checked; ValueError naming a bad argument."""
+def _checked(
+    *, batches: int, rounds: int, warmup: int, modes: Sequence[str], backends: Sequence[str]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The timing modes and backends, once the counts are checked; ValueError naming a bad argument."""
     for name, value in {"batches": batches, "rounds": rounds}.items():
         if value < 1:
             raise ValueError(f"{name}: must be at least 1, got {value}")
@@ -88,42 +100,29 @@ def _checked(*, batches: int, rounds: int, warmup: int, modes: Sequence[str]) ->
     modes = check_modes(list(modes))
     if "compiled" in modes and warmup < 1:
         raise ValueError("warmup: the compiled mode needs at least 1 untimed round (its compilations)")
-    return modes
+    check_names("backends", backends, BACKENDS)
+    if "jax" in backends and warmup < 1:
+        raise ValueError("warmup: the jax backend needs at least 1 untimed round (its compilations)")
+    return modes, tuple(backends)
 
 
-def time_run(
-    config: RunConfig,
-    run_dir: Path,
-    *,
-    losses: Sequence[str] | None = None,
-    decoders: Sequence[str] = tuple(TIMED_DECODERS),
-    modes: Sequence[str] = ("eager",),
-    batches: int = 5,
-    rounds: int = 5,
-    warmup: int = 1,
-    data_dir: str | Path | None = None,
-    weights: Path | None = None,
-    progress: bool = True,
-    restart_if_changed: bool = False,
-) -> pd.DataFrame:
-    """Measure and write one row per (item, round) to ``run_dir/timing.csv``; return the table.
+@dataclasses.dataclass(frozen=True)
+class TimedInputs:
+    """What every item of a timing run is timed on: the networks (``True``: with a transition head;
+    ``False``: the unstructured loss's, without), how the ``network`` column names them, and the
+    training and dev batches."""
 
-    ``run_dir`` also gets ``config.json`` (or may be a trained run with the same settings; one
-    made with other settings is refused, or emptied first with ``restart_if_changed``).
-    ``weights``: a trained run's folder whose selected model scores every item but the
-    unstructured loss (which has its own network, without transitions); its scorer settings and
-    tag set must be this config's.
-    """
-    timed_modes = _checked(batches=batches, rounds=rounds, warmup=warmup, modes=modes)
-    environment.set_threads(config.threads)
-    device = check_device_available(config.device)
-    dataset = load_dataset(config, data_dir)
-    record_run(run_dir, config, dataset, device, restart_if_changed=restart_if_changed)
-    partial = any(sentence.allowed is not None for sentence in dataset.train)
-    losses = default_losses(partial) if losses is None else tuple(losses)
-    check_names("losses", losses, TIMED_LOSSES)
-    check_names("decoders", decoders, TIMED_DECODERS)
+    scorers: dict[bool, Scorer]
+    network: str
+    train: list[list[Sentence]]
+    dev: list[list[Sentence]]
 
+
+def timed_inputs(
+    config: RunConfig, dataset: Dataset, batches: int, weights: Path | None, device: torch.device
+) -> TimedInputs:
+    """The networks (fresh from ``config.seed``, or ``weights``' trained model) and the first
+    ``batches`` training batches (in ``config.seed``'s shuffled order) and dev batches."""
     scorers = {}
     for transitions in (True, False):  # the unstructured loss has its own network: no transition head
         torch.manual_seed(config.seed)
@@ -140,6 +139,52 @@ def time_run(
         list(dataset.dev[i : i + config.batch_size])
         for i in range(0, min(len(dataset.dev), batches * config.batch_size), config.batch_size)
     ]
+    return TimedInputs(scorers, network, train_batches, dev_batches)
+
+
+def time_run(
+    config: RunConfig,
+    run_dir: Path,
+    *,
+    losses: Sequence[str] | None = None,
+    decoders: Sequence[str] = tuple(TIMED_DECODERS),
+    modes: Sequence[str] = ("eager",),
+    backends: Sequence[str] = ("torch",),
+    batches: int = 5,
+    rounds: int = 5,
+    warmup: int = 1,
+    data_dir: str | Path | None = None,
+    weights: Path | None = None,
+    progress: bool = True,
+    restart_if_changed: bool = False,
+) -> pd.DataFrame:
+    """Measure and write one row per (item, round) to ``run_dir/timing.csv``; return the table.
+
+    ``run_dir`` also gets ``config.json`` (or may be a trained run with the same settings; one
+    made with other settings is refused, or emptied first with ``restart_if_changed``).
+    ``weights``: a trained run's folder whose selected model scores every item but the
+    unstructured loss (which has its own network, without transitions); its scorer settings and
+    tag set must be this config's.
+    """
+    timed_modes, backends = _checked(
+        batches=batches, rounds=rounds, warmup=warmup, modes=modes, backends=backends
+    )
+    if "jax" in backends:  # imported before the thread count is fixed: it fixes XLA's too
+        from . import jax_timing
+
+        jax_timing.share_the_gpu()
+    environment.set_threads(config.threads)
+    device = check_device_available(config.device)
+    dataset = load_dataset(config, data_dir)
+    record_run(run_dir, config, dataset, device, restart_if_changed=restart_if_changed)
+    partial = any(sentence.allowed is not None for sentence in dataset.train)
+    losses = default_losses(partial) if losses is None else tuple(losses)
+    check_names("losses", losses, TIMED_LOSSES)
+    check_names("decoders", decoders, TIMED_DECODERS)
+
+    inputs = timed_inputs(config, dataset, batches, weights, device)
+    scorers, network = inputs.scorers, inputs.network
+    train_batches, dev_batches = inputs.train, inputs.dev
 
     compiled_scorers = (
         {key: compile_function(scorer, device) for key, scorer in scorers.items()}
@@ -147,9 +192,7 @@ def time_run(
         else {}
     )
 
-    def train_step(
-        name: str, mode: str = "eager", validate: bool = False
-    ) -> Callable[[Sequence[Sentence]], None]:
+    def train_step(name: str, mode: str = "eager", validate: bool = False) -> Step:
         inference = timed_loss(name, config.loss_iterations, dataset.tagset, device)
         loss_function: Inference | CompiledInference | PytorchCrf = inference
         scorer: Any = scorers[name != "unstructured"]  # a Scorer, or compiled
@@ -166,9 +209,7 @@ def time_run(
 
         return step
 
-    def decode_step(
-        name: str, mode: str = "eager", validate: bool = False
-    ) -> Callable[[Sequence[Sentence]], None]:
+    def decode_step(name: str, mode: str = "eager", validate: bool = False) -> Step:
         decoder: Inference | CompiledInference | PytorchCrf = timed_decoder(name, dataset.tagset, device)
         scorer: Any = scorers[True]  # a Scorer, or compiled
         if mode == "compiled":
@@ -194,15 +235,45 @@ def time_run(
         ("decode", name, decode_step, dev_batches, timed_decoder(name, dataset.tagset, device))
         for name in decoders
     ]
-    for _, name, make_step, batch_list, _ in items:  # validate every input once, untimed
-        make_step(name, validate=True)(batch_list[0])
-    timed = [
-        (mode, *item)
-        for mode in timed_modes
-        for item in items
-        if mode == "eager" or compiles(item[-1].method)
-    ]
-    steps = {(mode, name): make_step(name, mode) for mode, _, name, make_step, _, _ in timed}
+    # (backend, mode, kind, name, batches, inference, step, wait for the step's outputs)
+    timed: list[tuple[str, str, str, str, list[list[Sentence]], Any, Step, Callable[[list[Any]], None]]] = []
+    if "torch" in backends:
+        for _, name, make_step, batch_list, _ in items:  # validate every input once, untimed
+            make_step(name, validate=True)(batch_list[0])
+        timed += [
+            (
+                "torch",
+                mode,
+                kind,
+                name,
+                batch_list,
+                inference,
+                make_step(name, mode),
+                lambda _: _synchronize(device),
+            )
+            for mode in timed_modes
+            for kind, name, make_step, batch_list, inference in items
+            if mode == "eager" or compiles(inference.method)
+        ]
+    if "jax" in backends:
+        networks = {
+            transitions: jax_timing.JaxNetwork(scorer, dataset.tagset, device)
+            for transitions, scorer in scorers.items()
+        }
+        timed += [
+            (
+                "jax",
+                jax_timing.JAX_MODE,
+                kind,
+                name,
+                batch_list,
+                inference,
+                jax_timing.timed_step(kind, name, inference, networks, config.seed, batch_list[0]),
+                jax_timing.finish,
+            )
+            for kind, name, _, batch_list, inference in items
+            if jax_timing.has_jax(inference)
+        ]
 
     where = environment.describe(device)
     common = run_description(config, dataset.protocol) | {
@@ -216,18 +287,17 @@ def time_run(
     shuffle = random.Random(config.seed)
     rows = []
     for round_index in tqdm(range(warmup + rounds), desc="timing rounds", disable=not progress, leave=False):
-        for mode, kind, name, _, batch_list, inference in shuffle.sample(timed, len(timed)):
-            step = steps[mode, name]
+        for backend, mode, kind, name, batch_list, inference, step, finish in shuffle.sample(
+            timed, len(timed)
+        ):
             _synchronize(device)
             started = time.perf_counter()
-            for sentences in batch_list:
-                step(sentences)
-            _synchronize(device)
+            finish([step(sentences) for sentences in batch_list])
             seconds = time.perf_counter() - started
             if round_index >= warmup:
                 rows.append(
                     common
-                    | {"kind": kind, "name": name, "mode": mode}
+                    | {"backend": backend, "kind": kind, "name": name, "mode": mode}
                     | {
                         "method": describe(inference)["method"],
                         "iterations": describe(inference)["iterations"],

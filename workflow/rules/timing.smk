@@ -31,6 +31,7 @@ rule time:
         rounds=config["timing"]["rounds"],
         warmup=config["timing"]["warmup"],
         modes=" ".join(config["timing"]["modes"]),
+        backends=" ".join(config["timing"]["backends"]),
         weights=lambda w: " ".join(f"--weights {run}" for run in timing_network(w.dataset, w.encoder)),
     log:
         f"{RESULTS}/logs/timing/{{dataset}}/{{encoder}}.log",
@@ -41,4 +42,4 @@ rule time:
     shell:
         "CRFBENCH_DATA={params.data_dir:q} {params.cli} time --config {input.settings} --run-dir {params.run_dir} "
         "--decoders {params.decoders} --batches {params.batches} --rounds {params.rounds} "
-        "--warmup {params.warmup} --modes {params.modes} {params.weights} --restart-if-changed --no-progress > {log} 2>&1"
+        "--warmup {params.warmup} --modes {params.modes} --backends {params.backends} {params.weights} --restart-if-changed --no-progress > {log} 2>&1"
