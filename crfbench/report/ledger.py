@@ -237,6 +237,7 @@ def speedups(timing: pd.DataFrame, spec: SpeedClaim) -> pd.DataFrame:
     rows = timing[timing["kind"] == spec.kind]
     run_columns = [name for name in timing.columns if name not in ITEM_COLUMNS]
     rows = rows.assign(run=rows.groupby(run_columns, dropna=False).ngroup() if len(rows) else 0)
+    rows = rows.assign(mode=_framework_mode(rows))
     keys = ["dataset", "encoder_name", "mode"]
     parts = []
     for baseline, compared in spec.pairs:
@@ -254,6 +255,15 @@ def speedups(timing: pd.DataFrame, spec: SpeedClaim) -> pd.DataFrame:
         return pd.DataFrame(columns=columns)
     ratios = pd.concat(parts).rename_axis(["dataset", "encoder", "mode"]).reset_index()[columns]
     return ratios.sort_values(["mode", "dataset", "encoder"], ignore_index=True)
+
+
+def _framework_mode(rows: pd.DataFrame) -> pd.Series:
+    """Each row's timing mode, with its framework where it is not torch ("jax compiled"): torch's and
+    JAX's timings never meet in one ratio, and a verdict rests on either's compiled mode."""
+    if "backend" not in rows.columns:
+        return rows["mode"]
+    backend = rows["backend"].fillna("torch").astype(str)
+    return rows["mode"].where(backend == "torch", backend + " " + rows["mode"].astype(str))
 
 
 def _kind_of(baseline: str) -> str:
@@ -336,13 +346,13 @@ def _speed_status(spec: SpeedClaim, gpu: bool, timing: pd.DataFrame) -> dict[str
         return _status("", 0, NOT_TESTABLE, "no timing runs in this profile")
     names = measured["device_name"].where(measured["device_name"] != "", measured["device"])
     where = ", ".join(sorted(set(names.astype(str)))) + " " if gpu else ""
-    modes = sorted(set(ratios["mode"]), key=lambda mode: mode != VERDICT_MODE)
+    modes = sorted(set(ratios["mode"]), key=lambda mode: (not mode.endswith(VERDICT_MODE), mode))
     our_range = "; ".join(_speed_range(ratios, mode, where) for mode in modes)
-    if VERDICT_MODE not in modes:
+    if not any(mode.endswith(VERDICT_MODE) for mode in modes):
         revisions = ", ".join(sorted({_short(revision) for revision in measured["revision"].astype(str)}))
         reason = f"pending a compiled {'GPU ' if gpu else ''}run (eager timings at {revisions})"
         return _status(our_range, len(ratios), NOT_TESTABLE, reason)
-    compiled = ratios[ratios["mode"] == VERDICT_MODE]
+    compiled = ratios[ratios["mode"].str.endswith(VERDICT_MODE)]
     by_kind = {  # in BASELINE_KINDS's order, the paper's first
         kind: overall_verdict(map(round_verdict, group["low"], group["high"]))
         for kind in BASELINE_KINDS

@@ -74,13 +74,18 @@ def violation_stats(metrics: pd.DataFrame) -> pd.DataFrame:
 
 def device_labels(timing: pd.DataFrame) -> pd.Series:
     """What sets each timing row apart from rows timed elsewhere, for a table column's brackets: its
-    device where the rows come from several, its timing mode (``eager``, ``compiled``) where they
-    hold several, both joined by ", "; "" everywhere when all rows share both (no split)."""
+    device where the rows come from several, its framework (``torch``, ``jax``) where they hold
+    several, its timing mode (``eager``, ``compiled``) where they hold several, joined by ", "; ""
+    everywhere when all rows share all three (no split)."""
     devices = timing["device_name"].where(timing["device_name"] != "", timing["device"])
-    parts = [labels for labels in (devices, timing["mode"]) if labels.nunique() > 1]
+    backends = timing["backend"] if "backend" in timing.columns else pd.Series("torch", index=timing.index)
+    parts = [labels.astype(str) for labels in (devices, backends, timing["mode"]) if labels.nunique() > 1]
     if not parts:
         return pd.Series("", index=timing.index, dtype="str")
-    return parts[0] if len(parts) == 1 else parts[0] + ", " + parts[1]
+    joined = parts[0]
+    for labels in parts[1:]:
+        joined = joined + ", " + labels
+    return joined
 
 
 def _round_seconds(timing: pd.DataFrame, kind: str) -> pd.DataFrame:

@@ -378,3 +378,17 @@ def test_claim_verdict_rule(verdicts, expected):
 
 def test_the_printed_rule_is_the_documented_one():
     assert " ".join(VERDICT_RULE.split()) in " ".join((ledger.__doc__ or "").split())
+
+
+def test_torch_and_jax_timings_are_never_pooled():
+    """JAX's rows (always jitted: mode compiled) get ratios of their own, beside torch's; both
+    frameworks' compiled cells are judged."""
+    claims = _claims(("bcrf-9", "bcrf", "speed-gpu"))
+    torch_rows = _timing("cuda:0", crf=3.0, bcrf=1.0).assign(backend="torch")
+    jax_rows = _timing("cuda:0", crf=1.0, bcrf=2.0).assign(backend="jax")
+    row = claim_ledger(claims, NO_SENTENCES, pd.concat([torch_rows, jax_rows]), TASKS)[0].iloc[0]
+    assert row["our_range"] == (
+        "cuda:0 compiled, vs sequential: x3.00 (3 rounds: x3.00); "
+        "cuda:0 jax compiled, vs sequential: x0.50 (3 rounds: x0.50)"
+    )
+    assert (row["n_cells"], row["verdict"]) == (2, "mixed")

@@ -127,3 +127,12 @@ def test_each_baseline_implementation_has_its_own_speedups():
     assert stats.loc[("bcrf", "crf-scan"), "mean"] == pytest.approx(sequential * 0.5)
     assert stats.loc[("bcrf", "pytorch-crf"), "mean"] == pytest.approx(sequential * 4.0)
     assert stats.loc[("bcrf", "crf-scan"), "rounds"] == stats.loc[("bcrf", "crf"), "rounds"] == 6
+
+
+def test_frameworks_split_the_columns_and_never_pool():
+    rows = timing_rows()
+    jax = [row | {"backend": "jax", "mode": "compiled"} for row in rows]
+    torch = [row | {"backend": "torch"} for row in rows]
+    stats = train_speedups(_timing(torch + jax)).set_index(["device", "train", "baseline"])
+    assert set(stats.index.get_level_values("device")) == {"torch, eager", "jax, compiled"}
+    assert stats.loc[("jax, compiled", "bcrf", "crf"), "rounds"] == 6
