@@ -125,3 +125,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def _file(item: pytest.Item) -> str:
     """The test file of ``item``, as its node id names it (relative to the root directory)."""
     return item.nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """Two pytest-xdist workers, a test file each at a time, where xdist is installed and the command
+    line does not set ``-n`` (``-n 0`` runs in this process); pytest-benchmark's timings off where it
+    is installed, unless asked for. Set here rather than in pyproject's ``addopts``, so that a plain
+    ``pytest`` runs without either plugin."""
+    option = config.option
+    worker = hasattr(config, "workerinput")  # an xdist worker: it must not start workers of its own
+    if not worker and getattr(option, "numprocesses", "absent") is None:
+        option.numprocesses, option.dist, option.loadscopereorder = 2, "loadfile", False
+    if getattr(option, "benchmark_disable", None) is False and not option.benchmark_only:
+        option.benchmark_disable = True
