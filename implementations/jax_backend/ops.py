@@ -166,7 +166,7 @@ def without_gradient(function: Callable[..., Any], *arguments: Any) -> Any:
 
 
 def slogabsdet(x: Array) -> Array:
-    """``log |det x|`` over the last two axes, by LU with partial pivoting (-inf when singular)."""
+    """``log |det x|`` of the last two axes (``jnp.linalg.slogdet``: LU, partial pivoting; -inf if singular)."""
     return jnp.linalg.slogdet(x)[1]
 
 

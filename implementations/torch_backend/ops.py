@@ -206,6 +206,6 @@ def from_host(values: Any, like: Tensor) -> Tensor:
     return torch.as_tensor(values, device=like.device)
 
 
-def traced(*arrays: Any) -> bool:
+def traced(*arrays: object) -> bool:
     """Whether any of ``arrays`` is abstract (a value unknown until run): never, in eager torch."""
     return False
