@@ -4,6 +4,7 @@ need whose jax spelling differs from torch's. ``torch_backend/ops.py`` has the s
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import cache as _cache
 from typing import Any
 
 import jax
@@ -166,7 +167,8 @@ def without_gradient(function: Callable[..., Any], *arguments: Any) -> Any:
 
 
 def slogabsdet(x: Array) -> Array:
-    """``log |det x|`` of the last two axes (``jnp.linalg.slogdet``: LU, partial pivoting; -inf if singular)."""
+    """``log |det x|`` of the last two axes (``jnp.linalg.slogdet``: LU, partial pivoting; -inf
+    if singular)."""
     return jnp.linalg.slogdet(x)[1]
 
 
@@ -183,3 +185,10 @@ def from_host(values: Any, like: Array) -> Array:
 def traced(*arrays: Any) -> bool:
     """Whether any of ``arrays`` is a tracer (under ``jax.jit``, ``jax.grad``, ...): its value is unknown."""
     return any(isinstance(a, jax.core.Tracer) for a in arrays)
+
+
+@_cache
+def compiled(function: Callable[..., Array]) -> Callable[..., Array]:
+    """``jax.jit(function)``, one per function (compiled once per shape and dtype): a kernel of
+    many small operations run eagerly would compile each of them at each new shape."""
+    return jax.jit(function)

@@ -26,8 +26,10 @@ a relative error of roughly ``cond(L) · eps``; ``log Z`` itself stays accurate 
 of ``L``) lose about ``log10 cond(L)`` digits. float64 is the safe choice for scores of very
 large magnitude.
 
-Marginals are the gradient of ``log Z`` (autograd / ``jax.grad``); ``decode`` is Chu-Liu-Edmonds
-on the host (``implementations.arborescence``); ``loss`` is ``log Z − score(gold tree)``.
+In jax each function is compiled (``ops.compiled``: ``jax.jit``, once per shape and dtype); in
+torch it runs eagerly. Marginals are the gradient of ``log Z`` (autograd / ``jax.grad``);
+``decode`` is Chu-Liu-Edmonds on the host (``implementations.arborescence``); ``loss`` is
+``log Z − score(gold tree)``.
 """
 
 from __future__ import annotations
@@ -55,6 +57,10 @@ def arc_mask(scores: Array, lengths: Array) -> Array:
 def log_partition(scores: Array, lengths: Array) -> Array:
     """``log Z`` (B,): log-sum-exp of the scores of every single-root dependency tree, by the
     matrix-tree theorem; differentiable (its gradient is the arc marginals)."""
+    return ops.of(scores).compiled(_log_partition)(scores, lengths)
+
+
+def _log_partition(scores: Array, lengths: Array) -> Array:
     o = ops.of(scores)
     size = scores.shape[-1]
     arcs = o.where(arc_mask(scores, lengths), scores, -o.inf)
@@ -73,7 +79,11 @@ def log_partition(scores: Array, lengths: Array) -> Array:
 def marginals(scores: Array, lengths: Array) -> Array:
     """Arc marginals (B, N+1, N+1), ``P(h -> m)``: the gradient of ``log Z``; zero on column 0,
     the diagonal, forbidden arcs and padding. Each word's column sums to 1, and so does row 0."""
-    return ops.of(scores).gradient(lambda s: log_partition(s, lengths), scores)
+    return ops.of(scores).compiled(_marginals)(scores, lengths)
+
+
+def _marginals(scores: Array, lengths: Array) -> Array:
+    return ops.of(scores).gradient(lambda s: _log_partition(s, lengths), scores)
 
 
 def gold_score(scores: Array, lengths: Array, heads: Array) -> Array:
@@ -88,7 +98,11 @@ def gold_score(scores: Array, lengths: Array, heads: Array) -> Array:
 
 def loss(scores: Array, lengths: Array, heads: Array) -> Array:
     """Negative log-likelihood of the gold trees ``heads`` (B,): ``log Z − score(heads)``."""
-    return log_partition(scores, lengths) - gold_score(scores, lengths, heads)
+    return ops.of(scores).compiled(_loss)(scores, lengths, heads)
+
+
+def _loss(scores: Array, lengths: Array, heads: Array) -> Array:
+    return _log_partition(scores, lengths) - gold_score(scores, lengths, heads)
 
 
 def decode(scores: Array, lengths: Array) -> Array:

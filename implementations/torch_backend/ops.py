@@ -209,3 +209,8 @@ def from_host(values: Any, like: Tensor) -> Tensor:
 def traced(*arrays: object) -> bool:
     """Whether any of ``arrays`` is abstract (a value unknown until run): never, in eager torch."""
     return False
+
+
+def compiled(function: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """``function`` itself: torch runs it eagerly (jax compiles it once per shape)."""
+    return function
