@@ -79,6 +79,9 @@ CASES = [
     ("expand_dims", (_X, -1)),
     ("put_rows", (np.zeros((3, 5, 2)), np.array([3, 0]), _RNG.normal(size=(3, 2, 2)))),
     ("inner", (_RNG.normal(size=(3, 2, 4)), _RNG.normal(size=(3, 2, 4)))),
+    # the dependency-tree kernels
+    ("slogabsdet", (_RNG.normal(size=(2, 4, 4)),)),
+    ("slogabsdet", (np.zeros((1, 2, 2)),)),  # singular: -inf
 ]
 
 
@@ -150,3 +153,20 @@ def test_recorded() -> None:
     with torch.no_grad():
         assert not torch_ops.recorded(x)
     assert jax_ops.recorded(jnp.ones(2))
+
+
+def test_gradient_from_host_and_traced() -> None:
+    """``gradient`` differentiates the sum of a function (torch: itself differentiable when its
+    input is recorded); ``from_host`` makes a backend array of a NumPy one; only jax traces."""
+    jax = pytest.importorskip("jax")
+    heads = np.array([[-1, 0, 1]])
+    for o, like in ((torch_ops, torch.as_tensor(_X)), (jax_ops, jnp.asarray(_X))):
+        np.testing.assert_allclose(np.asarray(o.gradient(lambda x: (x**2).sum(1), like)), 2 * _X)
+        np.testing.assert_array_equal(np.asarray(o.from_host(heads, like)), heads)
+        assert not o.traced(like, None)
+    x = torch.as_tensor(_X).requires_grad_(True)
+    second = torch_ops.gradient(lambda y: (y**3).sum(1), x).sum()
+    (hessian_diagonal,) = torch.autograd.grad(second, x)
+    np.testing.assert_allclose(hessian_diagonal.numpy(), 6 * _X)
+    assert not torch_ops.gradient(lambda y: y.sum(1), torch.as_tensor(_X)).requires_grad
+    assert jax.jit(lambda y: jnp.asarray(jax_ops.traced(y)))(jnp.asarray(_X))
