@@ -8,10 +8,12 @@ Scores come out as ``(B, N+1, N+1)``, ``scores[b, h, m]`` for ``h -> m``, the co
 dependency-tree methods (``implementations.kernels.dependency``), with ``-inf`` wherever no arc
 can be (column 0, the diagonal, padding).
 
-Sizes (:class:`ParserConfig`): K&G's graph-based parser (their hyper-parameter table) has word
-embeddings of 100, UPOS embeddings of 25, two BiLSTM layers of 125 units per direction and an MLP
-of 100 hidden units; the SparseMAP paper keeps that configuration without pretrained embeddings,
-and so do we. Words are randomly initialised; the vocabulary is every training word form.
+Sizes (:class:`ParserConfig`): the SparseMAP paper keeps K&G's configuration (without pretrained
+embeddings) but does not restate it, and the seeds do not hold K&G's paper; its hyper-parameter
+table, as we read it, gives word embeddings of 100, UPOS embeddings of 25, two BiLSTM layers of
+125 units per direction and an MLP of 100 hidden units, the defaults here. Words are randomly
+initialised; the vocabulary is every training word form as written (no lower-casing or number
+normalisation).
 
 Unknown words, as K&G: during training a word ``w`` seen ``#(w)`` times in the training data is
 replaced by the unknown-word embedding with probability ``α / (α + #(w))``, ``α = 0.25``, so rare

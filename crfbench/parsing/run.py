@@ -24,7 +24,7 @@ import torch
 from .. import environment
 from ..config import check_device_available, parse_device
 from ..io import CorruptFileError, check_fields, load_torch, read_json, save_torch, write_json
-from ..schema import CONFIG_FILE, EVALUATION_FILE, MODEL_FILE, SENTENCES_FILE, SUMMARY_FILE
+from ..schema import CONFIG_FILE, MODEL_FILE
 from ..uses import PARSER_LOSSES, check_names
 from .losses import decode
 from .model import ArcScorer, ParserConfig, encode
@@ -34,8 +34,6 @@ from .treebank import LANGUAGES, Parse, ParseData, load
 LEARNING_RATES: tuple[float, ...] = (0.5e-3, 1e-3, 2e-3, 4e-3, 8e-3)
 #: How results name the parser (their ``encoder_name``).
 ENCODER_NAME = "kg-bilstm"
-#: Everything a parser run writes; a run recorded with other settings is refused.
-RUN_FILES = (MODEL_FILE, SUMMARY_FILE, EVALUATION_FILE, SENTENCES_FILE, CONFIG_FILE)
 
 
 @dataclass(frozen=True)
