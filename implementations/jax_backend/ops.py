@@ -166,12 +166,6 @@ def without_gradient(function: Callable[..., Any], *arguments: Any) -> Any:
 # -- for the dependency-tree kernels (kernels/dependency.py)
 
 
-def slogabsdet(x: Array) -> Array:
-    """``log |det x|`` of the last two axes (``jnp.linalg.slogdet``: LU, partial pivoting; -inf
-    if singular)."""
-    return jnp.linalg.slogdet(x)[1]
-
-
 def gradient(function: Callable[[Array], Array], x: Array) -> Array:
     """The gradient of ``function(x).sum()`` with respect to ``x``, by ``jax.grad``."""
     return jax.grad(lambda y: function(y).sum())(x)
@@ -192,3 +186,8 @@ def compiled(function: Callable[..., Array]) -> Callable[..., Array]:
     """``jax.jit(function)``, one per function (compiled once per shape and dtype): a kernel of
     many small operations run eagerly would compile each of them at each new shape."""
     return jax.jit(function)
+
+
+def scan(step: Callable[[Any, Array], tuple[Any, Any]], carry: Any, xs: Array) -> tuple[Any, Any]:
+    """``jax.lax.scan``: one compiled step however long ``xs`` is (a Python loop would unroll)."""
+    return jax.lax.scan(step, carry, xs)

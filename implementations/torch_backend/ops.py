@@ -186,11 +186,6 @@ def without_gradient(function: Callable[..., Any], *arguments: Any) -> Any:
 # -- for the dependency-tree kernels (kernels/dependency.py)
 
 
-def slogabsdet(x: Tensor) -> Tensor:
-    """``log |det x|`` over the last two axes, by LU with partial pivoting (-inf when singular)."""
-    return torch.linalg.slogdet(x).logabsdet
-
-
 def gradient(function: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
     """The gradient of ``function(x).sum()`` with respect to ``x``, by autograd: itself
     differentiable when ``x`` is recorded (``recorded``), detached otherwise."""
@@ -214,3 +209,16 @@ def traced(*arrays: object) -> bool:
 def compiled(function: Callable[..., Tensor]) -> Callable[..., Tensor]:
     """``function`` itself: torch runs it eagerly (jax compiles it once per shape)."""
     return function
+
+
+def scan(
+    step: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Tensor | tuple[Tensor, ...]
+) -> tuple[Any, Any]:
+    """``lax.scan`` in torch: ``carry, y = step(carry, x)`` for each ``x`` of ``xs`` (first axis;
+    a tuple of arrays gives tuples), a Python loop; returns the last carry and the outputs ``y``
+    (tuples of arrays) stacked on axis 0."""
+    outputs = []
+    for x in zip(*xs, strict=True) if isinstance(xs, tuple) else xs:
+        carry, y = step(carry, x)
+        outputs.append(y)
+    return carry, tuple(torch.stack(parts) for parts in zip(*outputs, strict=True))

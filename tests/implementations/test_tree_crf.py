@@ -54,11 +54,17 @@ def random_batch(
     return scores, np.array(lengths), heads
 
 
-def batches(n: int) -> list[tuple[list[int], int]]:
-    """(lengths, padded N) with ``n`` the longest length: alone, mixed, and padded beyond it."""
+#: Padded number of words of every batch of :func:`batches`: one shape per batch size, so jax
+#: compiles each function once per batch size and dtype, not once per test.
+PADDED = 5
+
+
+def batches(n: int) -> list[list[int]]:
+    """Lengths with ``n`` the longest: alone, and mixed in a batch of four (in two orders), all
+    padded to :data:`PADDED` words (past the longest sentence for ``n < PADDED``)."""
     rng = np.random.default_rng(n)
     mixed = [n] + [int(v) for v in rng.integers(1, n + 1, size=3)]
-    return [([n], n), (mixed, n), (mixed[::-1], n + 2)]
+    return [[n], mixed, mixed[::-1]]
 
 
 def run(backend: Backend, scores: np.ndarray, lengths: np.ndarray, heads: np.ndarray, dtype: str):
@@ -78,8 +84,8 @@ def run(backend: Backend, scores: np.ndarray, lengths: np.ndarray, heads: np.nda
 def test_matches_enumeration(backend: Backend, n: int, forbid: float, dtype: str) -> None:
     rtol, atol = TOLERANCE[dtype]
     rng = np.random.default_rng([n, int(forbid * 10)])
-    for lengths, padded in batches(n):
-        scores, sizes, heads = random_batch(rng, lengths, padded, forbid=forbid)
+    for lengths in batches(n):
+        scores, sizes, heads = random_batch(rng, lengths, PADDED, forbid=forbid)
         scores = scores.astype(dtype).astype(np.float64)  # what the backend sees, exactly
         log_z, marginals, decoded, loss = run(backend, scores, sizes, heads, dtype)
         assert backend.dtype_name(backend.array(decoded)).startswith("int")
@@ -149,20 +155,34 @@ def test_torch_equals_jax() -> None:
             np.testing.assert_allclose(t, j, rtol=rtol * 10, atol=atol * 10)
 
 
-def test_float32_is_stable_on_large_scores(backend: Backend) -> None:
-    """Scores ×50 (a very peaked distribution): float32 stays finite and matches float64 to
-    ``1e-6`` relative on ``log Z`` and ``1e-3`` absolute on the marginals."""
-    scores, lengths, heads = random_batch(
-        np.random.default_rng(4), [10, 4, 15, 1], 15, forbid=0.2, scale=50.0
-    )
+@pytest.mark.parametrize("scale", [50.0, 200.0])
+def test_float32_is_stable_on_large_scores(backend: Backend, scale: float) -> None:
+    """Scores ×50 and ×200 (very peaked distributions, whose column maxima rarely form a tree:
+    the determinant form loses every digit there): float32 stays finite and matches float64 to
+    ``1e-6`` relative on ``log Z`` and ``2e-4`` absolute on the marginals, and decodes alike."""
+    rng = np.random.default_rng(4)
+    scores, lengths, heads = random_batch(rng, [10, 4, 30, 1], 30, forbid=0.2, scale=scale)
     scores = scores.astype(np.float32).astype(np.float64)
     single = run(backend, scores, lengths, heads, "float32")
     double = run(backend, scores, lengths, heads, "float64")
     for values in single[:2]:
         assert np.isfinite(values).all()
     np.testing.assert_allclose(single[0], double[0], rtol=1e-6)
-    np.testing.assert_allclose(single[1], double[1], atol=1e-3)
+    np.testing.assert_allclose(single[1], double[1], atol=2e-4)
     np.testing.assert_array_equal(single[2], double[2])
+
+
+@pytest.mark.parametrize("scale", [50.0, 200.0])
+def test_large_scores_match_enumeration(backend: Backend, scale: float) -> None:
+    """At scores ×50 and ×200, float64 ``log Z`` and marginals still equal enumeration to
+    ``1e-12`` relative (``log Z``) and ``1e-10`` absolute (marginals)."""
+    rng = np.random.default_rng(int(scale))
+    scores, lengths, heads = random_batch(rng, [5, 4, 5, 3, 5, 2], 5, forbid=0.2, scale=scale)
+    log_z, marginals, _, _ = run(backend, scores, lengths, heads, "float64")
+    for b, length in enumerate(lengths):
+        answer = reference.oracle(arborescence.arcs(scores[b], length))
+        np.testing.assert_allclose(log_z[b], answer.log_partition, rtol=1e-12)
+        np.testing.assert_allclose(marginals[b, : length + 1, : length + 1], answer.marginals, atol=1e-10)
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -321,3 +341,21 @@ def test_registry_and_options(backend: Backend) -> None:
     with pytest.raises(ValueError, match=r"valid methods: crf, .*tree-crf"):
         implementations.get("tree-crf-x", backend.name)
     assert "validate" in str(__import__("inspect").signature(module.loss))
+
+
+def test_torch_struct_peer() -> None:
+    """torch-struct's ``NonProjectiveDependencyCRF`` (single root) agrees on moderate scores, to
+    the ``1e-5`` it adds to every arc weight: ``log Z`` within ``1e-3``, marginals within ``1e-4``."""
+    torch_struct = pytest.importorskip("torch_struct")
+    import torch
+
+    from implementations import peers
+
+    scores, lengths, _ = random_batch(np.random.default_rng(8), [5, 3, 1, 7], 7)
+    scores = np.where(np.isneginf(scores), 0.0, np.minimum(scores, 5.0))  # finite garbage only
+    s, n = torch.tensor(scores), torch.tensor(lengths)
+    peer = torch_struct.NonProjectiveDependencyCRF(peers.to_torch_struct_dependency(s), lengths=n)
+    module = implementations.get("tree-crf", "torch")
+    np.testing.assert_allclose(peer.partition.numpy(), module.log_partition(s, n).numpy(), atol=1e-3)
+    marginals = peers.from_torch_struct_dependency(peer.marginals)
+    np.testing.assert_allclose(marginals.numpy(), module.marginals(s, n).numpy(), atol=1e-4)
