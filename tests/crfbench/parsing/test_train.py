@@ -75,6 +75,15 @@ def test_tiny_crf_run_trains_and_evaluates(ewt_dev, tmp_path):
         train(ParseConfig("en", "ssvm", epochs=1, parser=SMALL), tmp_path, data=ewt_dev)
 
 
+def test_same_seed_same_run(ewt_dev, tmp_path):
+    config = ParseConfig("en", "ssvm", epochs=1, batch_size=10, max_train_sentences=10, parser=SMALL)
+    first = train(config, tmp_path / "a", data=ewt_dev, log=None)["history"]
+    second = train(config, tmp_path / "b", data=ewt_dev, log=None)["history"]
+    assert [(e["train_loss"], e["dev_uas"]) for e in first] == [
+        (e["train_loss"], e["dev_uas"]) for e in second
+    ]
+
+
 def test_choose_learning_rate_widens_at_the_edges():
     assert choose_learning_rate({1e-3: 0.5, 2e-3: 0.7, 4e-3: 0.6}) == (2e-3, None)
     assert choose_learning_rate({1e-3: 0.8, 2e-3: 0.7}) == (1e-3, 0.5e-3)
