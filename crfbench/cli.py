@@ -330,6 +330,54 @@ def _newton_cost(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"must be a positive number, got {text!r}")
+    return value
+
+
+positive_float = _checked(_positive_float, "positive number")
+
+
+def _parse_train(args: argparse.Namespace) -> int:
+    from .parsing.run import ParseConfig
+    from .parsing.train import train
+
+    given = {
+        name: getattr(args, name)
+        for name in (
+            "learning_rate",
+            "epochs",
+            "patience",
+            "batch_size",
+            "max_train_sentences",
+            "max_eval_sentences",
+        )
+        if getattr(args, name) is not None
+    }
+    config = ParseConfig(args.dataset, args.loss, seed=args.seed, device=args.device, **given)
+    summary = train(config, args.run_dir, data_dir=args.data_dir)
+    print(
+        f"stopped by {summary['stopped_by']}: best dev UAS {100 * summary['best_dev_uas']:.2f} at epoch "
+        f"{summary['best_epoch']} (learning rate {config.learning_rate:g}) -> {args.run_dir}"
+    )
+    return 0
+
+
+def _parse_evaluate(args: argparse.Namespace) -> int:
+    from .parsing.evaluate import evaluate
+    from .schema import EVALUATION_FILE
+
+    table = evaluate(args.run_dir, data_dir=args.data_dir)
+    print(table.pivot_table(index="split", columns="metric", values="value", sort=False).mul(100).round(2))
+    print(f"-> {args.run_dir / EVALUATION_FILE}")
+    return 0
+
+
 def _experiment_settings(defaults: SettingsT, assignments: list[str]) -> SettingsT:
     """The experiment's ``Settings`` dataclass ``defaults`` with the ``--set NAME=VALUE``
     assignments applied (values read as YAML), each checked against its field's type."""
@@ -560,6 +608,51 @@ def parser() -> argparse.ArgumentParser:
     newton_cost.add_argument("--repeats", type=positive_int, help="best of this many calls (default 3)")
     newton_cost.add_argument("--out", type=output_file, required=True, help="CSV file to write")
     newton_cost.set_defaults(handler=_newton_cost)
+
+    from .parsing.treebank import LANGUAGES  # no torch
+    from .uses import PARSER_LOSSES
+
+    parse = commands.add_parser(
+        "parse", help="the SparseMAP paper's dependency parsers, Table 1 (crfbench.parsing)"
+    ).add_subparsers(dest="experiment", required=True)
+    parse_train = parse.add_parser(
+        "train", help="train a K&G BiLSTM parser with one loss; keep the best dev UAS"
+    )
+    parse_train.add_argument(
+        "--dataset", choices=list(LANGUAGES), required=True, help="the UD treebank's language"
+    )
+    parse_train.add_argument("--loss", choices=list(PARSER_LOSSES), required=True, help="the training loss")
+    parse_train.add_argument(
+        "--seed", type=non_negative_int, default=0, help="random seed (parameters, batches)"
+    )
+    parse_train.add_argument(
+        "--run-dir", type=output_dir, required=True, help="folder for config.json, model.pt, train.json"
+    )
+    parse_train.add_argument(
+        "--learning-rate", type=positive_float, help="Adam's (default 2e-3; the paper's grid: 5e-4 ... 8e-3)"
+    )
+    parse_train.add_argument("--epochs", type=positive_int, help="the epoch cap (default 30)")
+    parse_train.add_argument(
+        "--patience", type=positive_int, help="epochs without a better dev UAS (default 5)"
+    )
+    parse_train.add_argument("--batch-size", type=positive_int, help="sentences per update (default 32)")
+    parse_train.add_argument(
+        "--max-train-sentences", type=positive_int, help="the first n training sentences"
+    )
+    parse_train.add_argument(
+        "--max-eval-sentences", type=positive_int, help="the first n dev and test sentences"
+    )
+    parse_train.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    parse_train.add_argument("--data-dir", help="holds ud-2.15/ (default: $CRFBENCH_DATA)")
+    parse_train.set_defaults(handler=_parse_train)
+    parse_evaluate = parse.add_parser(
+        "evaluate", help="UAS of a trained parser on dev and test; evaluation.csv"
+    )
+    parse_evaluate.add_argument(
+        "--run-dir", type=input_dir, required=True, help="a folder written by `parse train`"
+    )
+    parse_evaluate.add_argument("--data-dir", help="holds ud-2.15/ (default: $CRFBENCH_DATA)")
+    parse_evaluate.set_defaults(handler=_parse_evaluate)
 
     gather = commands.add_parser("aggregate", help="concatenate per-run outputs of one kind into one table")
     gather.add_argument(

@@ -23,7 +23,7 @@ class Use:
     A loss's ``iterations`` of ``None`` is filled in per run (``RunConfig.iterations``)."""
 
     name: str  # e.g. "bcrf-partial", "meanfield-10", "viterbi"
-    method: str  # an ``implementations.METHODS`` name
+    method: str  # an ``implementations`` method name (``METHODS``, or ``DEPENDENCY_METHODS`` for parsing)
     function: str  # "loss", "partial_loss" or "decode"
     label: str  # how tables and figures name it
     options: Mapping[str, Any] = field(default_factory=dict)
@@ -105,6 +105,22 @@ DECODERS: Mapping[str, Use] = _by_name(_DECODERS)
 TIMED_LOSSES: Mapping[str, Use] = _by_name(_LOSSES + _BASELINE_LOSSES)
 #: What the timing stage may time: the decoders and the baseline decoders, by name.
 TIMED_DECODERS: Mapping[str, Use] = _by_name(_DECODERS + _BASELINE_DECODERS)
+
+
+#: The dependency parser's training losses (``crfbench.parsing``, the SparseMAP paper's Table 1), over
+#: the dependency-tree methods (``implementations.DEPENDENCY_METHODS``). The structured SVM is no
+#: contract function: it decodes with ``tree-crf`` on scores raised by a Hamming cost on heads
+#: (``crfbench.parsing.losses``). m-SparseMAP is SparseMAP's loss with that cost, as for chains.
+PARSER_LOSSES: Mapping[str, Use] = _by_name(
+    (
+        Use("ssvm", "tree-crf", "decode", "Structured SVM", {"cost": "hamming"}),
+        Use("crf", "tree-crf", "loss", "CRF"),
+        Use("sparsemap", "tree-sparsemap", "loss", "SparseMAP"),
+        Use("m-sparsemap", "tree-sparsemap", "loss", "m-SparseMAP", {"cost": "hamming"}),
+    )
+)
+#: How every parser decodes, whatever its loss: the MAP tree (Chu-Liu-Edmonds with one root child).
+PARSER_DECODER = Use("chu-liu-edmonds", "tree-crf", "decode", "MAP (Chu-Liu-Edmonds)")
 
 
 def decoders_of(method: str) -> tuple[str, ...]:

@@ -5,6 +5,7 @@
 * torch-struct 0.5 (``torch_struct.LinearChainCRF``): one potential per edge,
   ``log_potentials[b, n, cur, prev]`` (B, N-1, T, T), with every unary folded into an edge and
   ``lengths`` masking the rest; it needs every length >= 2 and the longest to be exactly N.
+  Its ``NonProjectiveDependencyCRF`` is the peer of ``tree-crf`` (``to_torch_struct_dependency``).
 
 Both are optional dependencies (the ``peers`` extra); they are imported only when called. The
 ``from_*`` converters give contract scores that define the same distribution over tag sequences.
@@ -77,3 +78,24 @@ def from_torch_struct(log_potentials: Tensor) -> tuple[Tensor, Tensor]:
     batch, edges, num_tags, _ = log_potentials.shape
     emissions = log_potentials.new_zeros(batch, edges + 1, num_tags)
     return emissions, log_potentials.transpose(-1, -2)
+
+
+def to_torch_struct_dependency(scores: Tensor) -> Tensor:
+    """torch-struct's ``NonProjectiveDependencyCRF`` potentials (B, N, N) from ``tree-crf`` arc
+    scores (B, N+1, N+1): ``[b, h-1, m-1]`` is the arc between words ``h -> m``, and the diagonal
+    ``[b, m-1, m-1]`` the root's arc to word ``m``. torch-struct adds ``1e-5`` to every arc's weight
+    ``exp(score)`` and exponentiates unshifted, so it agrees with ``tree-crf`` only on moderate,
+    finite scores, to about that size. Differentiable."""
+    words = scores[:, 1:, 1:]
+    eye = torch.eye(words.shape[-1], dtype=torch.bool, device=scores.device)
+    return torch.where(eye, torch.diag_embed(scores[:, 0, 1:]), words)
+
+
+def from_torch_struct_dependency(marginals: Tensor) -> Tensor:
+    """``tree-crf`` arc marginals (B, N+1, N+1) from torch-struct's (B, N, N), root on the diagonal."""
+    batch, words, _ = marginals.shape
+    eye = torch.eye(words, dtype=torch.bool, device=marginals.device)
+    out = marginals.new_zeros(batch, words + 1, words + 1)
+    out[:, 1:, 1:] = marginals.masked_fill(eye, 0.0)
+    out[:, 0, 1:] = torch.diagonal(marginals, 0, -2, -1)
+    return out

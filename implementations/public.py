@@ -152,3 +152,74 @@ def _doc(method: Method, function: str, kernel: Callable[..., Any]) -> str:
     ] or ["    none"]
     lines += ["", "``validate=False`` skips the input checks (``docs/contract.md``)."]
     return "\n".join(lines)
+
+
+class TreeFunction(Protocol):
+    """A dependency-tree function of the arc scores: ``marginals``, ``decode``, ``log_partition``."""
+
+    def __call__(self, scores: Any, lengths: Any, *, validate: Any = True, **options: Any) -> Any: ...
+
+
+class TreeTargetFunction(Protocol):
+    """A dependency-tree function of the arc scores and gold ``heads``: ``loss``."""
+
+    def __call__(
+        self, scores: Any, lengths: Any, heads: Any, *, validate: Any = True, **options: Any
+    ) -> Any: ...
+
+
+class DependencyBound:
+    """One dependency-tree method (``structure="dependency"``) in one backend: ``marginals``,
+    ``decode`` and ``log_partition`` of ``(scores, lengths)`` and ``loss`` of ``(scores, lengths,
+    heads)``, keyword options checked by the registry, inputs by ``checks``
+    (``implementations.dependency_contract``). The kernels are written once over the ops
+    namespace, which the arrays' type selects."""
+
+    method: Method
+    backend: str
+    marginals: TreeFunction
+    decode: TreeFunction
+    log_partition: TreeFunction
+    loss: TreeTargetFunction
+
+    def __init__(self, method: Method, backend: str, kernels: ModuleType, checks: ModuleType):
+        self.method, self.backend = method, backend
+        self.marginals = _tree_public(method, "marginals", kernels.marginals, checks.check_scores)
+        self.decode = _tree_public(method, "decode", kernels.decode, checks.check_scores)
+        self.log_partition = _tree_public(method, "log_partition", kernels.log_partition, checks.check_scores)
+        self.loss = _tree_public(method, "loss", kernels.loss, checks.check_gold)
+
+    def __repr__(self) -> str:
+        return f"<{self.method.name} ({self.backend}): {', '.join(self.method.functions)}>"
+
+
+def _tree_public(method: Method, function: str, kernel: Callable[..., Any], check: Callable[..., Any]) -> Any:
+    resolve = method.resolve
+
+    def of_scores(scores, lengths, *, validate=True, **options):
+        options = resolve(function, options)
+        if validate:
+            check(scores, lengths)
+        return kernel(scores, lengths, **options)
+
+    def of_heads(scores, lengths, heads, *, validate=True, **options):
+        options = resolve(function, options)
+        if validate:
+            check(scores, lengths, heads)
+        return kernel(scores, lengths, heads, **options)
+
+    public: Any = of_heads if function == "loss" else of_scores
+    names = ["scores", "lengths"] + (["heads"] if function == "loss" else [])
+    parameters = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in names]
+    parameters.append(inspect.Parameter("validate", inspect.Parameter.KEYWORD_ONLY, default=True))
+    parameters += [
+        inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY, default=o.default_for(function))
+        for o in method.options_for(function)
+    ]
+    public.__name__ = public.__qualname__ = function
+    public.__module__ = kernel.__module__
+    public.__doc__ = _doc(method, function, kernel).replace(
+        "docs/contract.md", "implementations.dependency_contract"
+    )
+    public.__signature__ = inspect.Signature(parameters)
+    return public

@@ -4,10 +4,12 @@ A :class:`Method` holds its name, its kernel module, its options (defaults, chec
 NumPy oracle and its memory model. The public layer (``implementations.public``) takes a method's
 options, defaults and checks from here. Adding a method is a kernel module per backend
 (``<backend>_backend/<kernel>.py``, see ``implementations.public``), an oracle in
-``implementations.reference.oracles`` and one :class:`Method` in :data:`REGISTRY`. How the
-experiments use a method lives with them: training losses and decoders with their labels in
-``crfbench.uses``, the agreement report's settings in ``crfbench.agreement``, the benchmarked
-variants in ``benchmarks/common.py``.
+``implementations.reference.oracles`` and one :class:`Method` in :data:`REGISTRY`. A method over
+dependency trees (``structure="dependency"``, e.g. ``tree-crf``) has its kernels written once in
+``implementations/kernels/<kernel>.py`` and lives in :data:`DEPENDENCY_REGISTRY`, apart from the
+chain methods that the experiments iterate over. How the experiments use a method lives with them:
+training losses and decoders with their labels in ``crfbench.uses``, the agreement report's
+settings in ``crfbench.agreement``, the benchmarked variants in ``benchmarks/common.py``.
 """
 
 from __future__ import annotations
@@ -24,6 +26,11 @@ from . import contract
 FUNCTIONS = ("marginals", "decode", "loss", "partial_loss", "log_partition")
 #: ``solve``: the iterate with its convergence record (``implementations.solver``), iterative methods only.
 SOLVE = "solve"
+#: The structures a method predicts: tag sequences (the contract of ``docs/contract.md``) or
+#: dependency trees (``(scores, lengths)`` of arc scores, ``implementations.kernels.dependency``).
+STRUCTURES = ("chain", "dependency")
+#: The functions of a dependency-tree method, in the order the documentation lists them.
+DEPENDENCY_FUNCTIONS = ("marginals", "decode", "loss", "log_partition")
 
 Check = Callable[[str, Any], None]  # raises ValueError naming the option
 
@@ -116,6 +123,8 @@ class Method:
     largest_intermediate: Callable[[int, int, int], int] = arc_elements
     #: bytes of that array above which the method refuses a call (read when called), if it has a limit
     memory_budget: Callable[[], int] | None = None
+    #: what it predicts (one of :data:`STRUCTURES`); the chain machinery knows only ``"chain"``
+    structure: str = "chain"
 
     @property
     def iterative(self) -> bool:
@@ -124,6 +133,8 @@ class Method:
 
     @property
     def functions(self) -> tuple[str, ...]:
+        if self.structure == "dependency":
+            return DEPENDENCY_FUNCTIONS
         return FUNCTIONS + ((SOLVE,) if self.iterative else ())
 
     def default(self, option: str, function: str) -> Any:
@@ -330,14 +341,33 @@ BETHE = Method(
     oracle="bethe",
 )
 
-#: Every method, in the order listings show them.
+TREE_CRF = Method(
+    name="tree-crf",
+    kernel="dependency",
+    summary="CRF over non-projective single-root dependency trees: matrix-tree theorem and Chu-Liu-Edmonds",
+    oracle="dependency",
+    largest_intermediate=lambda batch, words, _: batch * (words + 1) ** 2,
+    structure="dependency",
+)
+
+#: Every chain method (``implementations.METHODS``), in the order listings show them: the methods of
+#: the sequence-labelling contract, which the experiments, benchmarks and documentation iterate over.
 REGISTRY: Mapping[str, Method] = MappingProxyType(
     {method.name: method for method in (CRF, CRF_SCAN, BCRF, MEANFIELD, UNSTRUCTURED, SPARSEMAP, BETHE)}
 )
 
+#: Every dependency-tree method (``implementations.DEPENDENCY_METHODS``): their own, smaller
+#: contract over arc scores, outside :data:`REGISTRY` so the chain machinery never meets them.
+DEPENDENCY_REGISTRY: Mapping[str, Method] = MappingProxyType({TREE_CRF.name: TREE_CRF})
+
 
 def method(name: str) -> Method:
-    """The record of ``name``; ``ValueError`` listing the valid names for an unknown one."""
-    if name not in REGISTRY:
-        raise ValueError(f"unknown method {name!r}; valid methods: {', '.join(REGISTRY)}")
-    return REGISTRY[name]
+    """The record of ``name`` (a chain or a dependency-tree method); ``ValueError`` listing the
+    valid names for an unknown one."""
+    if name in REGISTRY:
+        return REGISTRY[name]
+    if name in DEPENDENCY_REGISTRY:
+        return DEPENDENCY_REGISTRY[name]
+    raise ValueError(
+        f"unknown method {name!r}; valid methods: {', '.join([*REGISTRY, *DEPENDENCY_REGISTRY])}"
+    )

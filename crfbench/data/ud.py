@@ -71,18 +71,22 @@ TREEBANKS = {
     "de": Treebank("UD_German-GSD", "de_gsd"),
     "zh": Treebank("UD_Chinese-GSD", "zh_gsd"),  # traditional script
     "ja": Treebank("UD_Japanese-GSD", "ja_gsd"),
+    "vi": Treebank("UD_Vietnamese-VTB", "vi_vtb"),  # dependency parsing only (crfbench.parsing)
 }
 
 
 @dataclass(frozen=True)
 class Word:
-    """A syntactic word and where it is (file and line), for error messages."""
+    """A syntactic word and where it is (file and line), for error messages.
+
+    ``head`` is the HEAD column as written (``crfbench.parsing`` reads it as an integer)."""
 
     form: str
     upos: str
     xpos: str | None
     file: Path
     line: int
+    head: str = "_"
 
     @property
     def where(self) -> str:
@@ -139,7 +143,7 @@ def _words(source: Source, block: list[tuple[int, str]]) -> list[Word]:
             raise ValueError(
                 f"{where(number)} expected a UPOS tag ({', '.join(schemes.UPOS)}), found {token['upos']!r}"
             )
-        words.append(Word(token["form"], token["upos"], token["xpos"], source.path, number))
+        words.append(Word(token["form"], token["upos"], token["xpos"], source.path, number, token["head"]))
     if not words:
         raise ValueError(f"{where(block[0][0])} expected a sentence with at least one word line")
     return words

@@ -4,6 +4,7 @@ need whose jax spelling differs from torch's. ``torch_backend/ops.py`` has the s
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import cache as _cache
 from typing import Any
 
 import jax
@@ -160,3 +161,33 @@ xlogy = _xlogy
 def without_gradient(function: Callable[..., Any], *arguments: Any) -> Any:
     """``function(*arguments)`` with nothing differentiated through it (``stop_gradient`` on the result)."""
     return jax.lax.stop_gradient(function(*arguments))
+
+
+# -- for the dependency-tree kernels (kernels/dependency.py)
+
+
+def gradient(function: Callable[[Array], Array], x: Array) -> Array:
+    """The gradient of ``function(x).sum()`` with respect to ``x``, by ``jax.grad``."""
+    return jax.grad(lambda y: function(y).sum())(x)
+
+
+def from_host(values: Any, like: Array) -> Array:
+    """A host (NumPy) array as a jax array (its integer width as jax's x64 mode allows)."""
+    return jnp.asarray(values)
+
+
+def traced(*arrays: Any) -> bool:
+    """Whether any of ``arrays`` is a tracer (under ``jax.jit``, ``jax.grad``, ...): its value is unknown."""
+    return any(isinstance(a, jax.core.Tracer) for a in arrays)
+
+
+@_cache
+def compiled(function: Callable[..., Array]) -> Callable[..., Array]:
+    """``jax.jit(function)``, one per function (compiled once per shape and dtype): a kernel of
+    many small operations run eagerly would compile each of them at each new shape."""
+    return jax.jit(function)
+
+
+def scan(step: Callable[[Any, Array], tuple[Any, Any]], carry: Any, xs: Array) -> tuple[Any, Any]:
+    """``jax.lax.scan``: one compiled step however long ``xs`` is (a Python loop would unroll)."""
+    return jax.lax.scan(step, carry, xs)

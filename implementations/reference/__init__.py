@@ -15,6 +15,8 @@ Modules:
 - :mod:`.unstructured` -- per-token softmax baseline and its "repair" decoder.
 - :mod:`.sparsemap` -- SparseMAP over every enumerated sequence, through its small dual, with
   the optimality certificate checked (docs/derivations.md §8).
+- :mod:`.dependency` -- every single-root dependency tree of one sentence: ``log Z``, arc
+  marginals, the best tree (the ``tree-crf`` oracle; arc scores ``(n+1, n+1)``, node 0 the root).
 - :mod:`.oracles` -- one oracle per method (the registry's ``oracle``): every contract
   function's answer for one sequence, for the agreement report.
 - :mod:`.instances` -- random padded batches with a planted gold path, for tests and checks.
@@ -28,11 +30,22 @@ position, axis order ``[prev, cur]``), and optional ``start``/``end`` of shape `
 
 from __future__ import annotations
 
-from . import bregman_convex, brute_force, ibp, instances, meanfield, oracles, sparsemap, unstructured
+from . import (
+    bregman_convex,
+    brute_force,
+    dependency,
+    ibp,
+    instances,
+    meanfield,
+    oracles,
+    sparsemap,
+    unstructured,
+)
 
 __all__ = [
     "bregman_convex",
     "brute_force",
+    "dependency",
     "ibp",
     "instances",
     "meanfield",

@@ -16,6 +16,7 @@ import numpy as np
 from .. import registry
 from . import bethe as bethe_loop
 from . import brute_force, ibp
+from . import dependency as dependency_trees
 from . import meanfield as meanfield_loop
 from . import sparsemap as sparsemap_qp
 from . import unstructured as unstructured_closed
@@ -139,3 +140,11 @@ def bethe(
 def _pattern(scores: np.ndarray | None) -> np.ndarray | None:
     """0 where a score is allowed, -inf where it is forbidden."""
     return None if scores is None else np.where(np.isneginf(scores), -np.inf, 0.0)
+
+
+def dependency(scores: np.ndarray, **_: Any) -> dependency_trees.Answer | None:
+    """``tree-crf`` by enumerating every single-root tree of one sentence's arc scores
+    ``(n+1, n+1)`` (``reference.dependency``); ``None`` past its limit on words."""
+    if scores.shape[0] - 1 > dependency_trees.MAX_WORDS:
+        return None
+    return dependency_trees.oracle(scores)

@@ -181,3 +181,44 @@ def without_gradient(function: Callable[..., Any], *arguments: Any) -> Any:
     """``function(*arguments)`` with nothing differentiated through it (run under ``no_grad``)."""
     with torch.no_grad():
         return function(*arguments)
+
+
+# -- for the dependency-tree kernels (kernels/dependency.py)
+
+
+def gradient(function: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
+    """The gradient of ``function(x).sum()`` with respect to ``x``, by autograd: itself
+    differentiable when ``x`` is recorded (``recorded``), detached otherwise."""
+    keep = recorded(x)
+    with torch.enable_grad():
+        leaf = x if x.requires_grad else x.detach().requires_grad_(True)
+        (grad,) = torch.autograd.grad(function(leaf).sum(), leaf, create_graph=keep)
+    return grad
+
+
+def from_host(values: Any, like: Tensor) -> Tensor:
+    """A host (NumPy) array as a tensor on ``like``'s device, keeping its dtype."""
+    return torch.as_tensor(values, device=like.device)
+
+
+def traced(*arrays: object) -> bool:
+    """Whether any of ``arrays`` is abstract (a value unknown until run): never, in eager torch."""
+    return False
+
+
+def compiled(function: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """``function`` itself: torch runs it eagerly (jax compiles it once per shape)."""
+    return function
+
+
+def scan(
+    step: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Tensor | tuple[Tensor, ...]
+) -> tuple[Any, Any]:
+    """``lax.scan`` in torch: ``carry, y = step(carry, x)`` for each ``x`` of ``xs`` (first axis;
+    a tuple of arrays gives tuples), a Python loop; returns the last carry and the outputs ``y``
+    (tuples of arrays) stacked on axis 0."""
+    outputs = []
+    for x in zip(*xs, strict=True) if isinstance(xs, tuple) else xs:
+        carry, y = step(carry, x)
+        outputs.append(y)
+    return carry, tuple(torch.stack(parts) for parts in zip(*outputs, strict=True))

@@ -150,3 +150,36 @@ def test_recorded() -> None:
     with torch.no_grad():
         assert not torch_ops.recorded(x)
     assert jax_ops.recorded(jnp.ones(2))
+
+
+def test_gradient_from_host_and_traced() -> None:
+    """``gradient`` differentiates the sum of a function (torch: itself differentiable when its
+    input is recorded); ``from_host`` makes a backend array of a NumPy one; only jax traces."""
+    jax = pytest.importorskip("jax")
+    heads = np.array([[-1, 0, 1]])
+    for o, like in ((torch_ops, torch.as_tensor(_X)), (jax_ops, jnp.asarray(_X))):
+        np.testing.assert_allclose(np.asarray(o.gradient(lambda x: (x**2).sum(1), like)), 2 * _X)
+        np.testing.assert_array_equal(np.asarray(o.from_host(heads, like)), heads)
+        assert not o.traced(like, None)
+    x = torch.as_tensor(_X).requires_grad_(True)
+    second = torch_ops.gradient(lambda y: (y**3).sum(1), x).sum()
+    (hessian_diagonal,) = torch.autograd.grad(second, x)
+    np.testing.assert_allclose(hessian_diagonal.numpy(), 6 * _X)
+    assert not torch_ops.gradient(lambda y: y.sum(1), torch.as_tensor(_X)).requires_grad
+    assert jax.jit(lambda y: jnp.asarray(jax_ops.traced(y)))(jnp.asarray(_X))
+
+
+def test_scan_agrees() -> None:
+    """``scan`` carries a state over the first axis of one array or a tuple of arrays, stacking
+    the outputs, in both namespaces (torch: a loop; jax: ``lax.scan``)."""
+
+    def step(total, x):
+        k, value = x
+        return total + value * k, (total, value)
+
+    ks, values = np.arange(4), _X.T  # four steps of (3,) values
+    for o, make in ((torch_ops, torch.as_tensor), (jax_ops, jnp.asarray)):
+        total, (partial, seen) = o.scan(step, make(np.zeros(3)), (make(ks), make(values)))
+        np.testing.assert_allclose(np.asarray(total), (values * ks[:, None]).sum(0))
+        np.testing.assert_allclose(np.asarray(seen), values)
+        assert np.asarray(partial).shape == (4, 3)

@@ -1,0 +1,180 @@
+"""Train the parser with one loss; keep the model of the best dev UAS; choose the learning rate.
+
+Adam at a constant learning rate (the paper tunes it on ``run.LEARNING_RATES``; no schedule is
+mentioned), batches of ``batch_size`` sentences in a seeded random order, the loss averaged over a
+batch's sentences. After every epoch the dev set is parsed with the MAP tree and scored with UAS
+(punctuation included, ``metrics``); the best epoch's model is saved to ``model.pt``, and training
+stops once ``patience`` epochs in a row have not raised the dev UAS (or at the epoch cap). The
+untrained model's dev UAS is recorded as epoch 0. Each epoch prints one line (training loss, dev
+UAS, seconds) through ``log``. A run is not resumed: calling again retrains it from the start.
+
+Learning rate (``choose_learning_rate``): the run with the best dev UAS among those trained at
+different rates wins; when it sits at an edge of the rates tried, the paper widens the grid by a
+factor of 2 on that side, so the helper names the next rate to try.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..batching import shuffled_batches
+from ..io import check_fields, read_json, write_json
+from ..schema import MODEL_FILE, SUMMARY_FILE
+from .losses import parser_loss
+from .metrics import attachment
+from .model import ArcScorer, Vocabulary, encode
+from .run import ParseConfig, load_data, predict, read_config, record_run, save_model, start
+from .treebank import ParseData
+
+
+def dev_uas(scorer: ArcScorer, data: ParseData, batch_size: int, device: torch.device) -> float:
+    """The UAS (punctuation included) of the MAP trees on the dev set."""
+    predicted = predict(scorer, data.dev, batch_size, device)
+    return attachment([p.heads for p in data.dev], predicted, [p.punct for p in data.dev]).uas
+
+
+def train(
+    config: ParseConfig,
+    run_dir: Path,
+    *,
+    data: ParseData | None = None,
+    data_dir: str | Path | None = None,
+    log: Callable[[str], object] | None = print,
+) -> dict[str, Any]:
+    """Train the run in ``run_dir``; return the summary (also written to ``train.json``).
+
+    ``data`` replaces the dataset that ``config.dataset`` names (tests train on a few sentences of
+    a dev file); it is still cut to the config's sizes. A loss whose tree method does not exist yet
+    is refused before anything is written.
+    """
+    run_dir = Path(run_dir)
+    device = start(config)
+    loss_function = parser_loss(config.loss)
+    data = (
+        load_data(config, data_dir)
+        if data is None
+        else data.cut(config.max_train_sentences, config.max_eval_sentences)
+    )
+    if not data.train or not data.dev:
+        raise ValueError(f"{data.name}: training needs train and dev sentences")
+    torch.manual_seed(config.seed)
+    scorer = ArcScorer(config.parser, Vocabulary.build(data.train)).to(device)
+    record_run(run_dir, config, data, device)
+    optimizer = torch.optim.Adam(scorer.parameters(), lr=config.learning_rate)
+    shuffler = torch.Generator().manual_seed(config.seed)
+
+    started = time.perf_counter()
+    best = dev_uas(scorer, data, config.batch_size, device)
+    history: list[dict[str, Any]] = [
+        {"epoch": 0, "train_loss": None, "dev_uas": best, "seconds": time.perf_counter() - started}
+    ]
+    best_epoch, stopped_by = 0, "epoch cap"
+    save_model(run_dir / MODEL_FILE, scorer, 0, best)
+    _log(log, history[-1])
+    for epoch in range(1, config.epochs + 1):
+        started = time.perf_counter()
+        scorer.train()
+        total = 0.0
+        for indices in shuffled_batches(len(data.train), config.batch_size, shuffler):
+            batch = encode([data.train[i] for i in indices], scorer.vocabulary, device)
+            scores = scorer(batch.words, batch.upos, batch.lengths)
+            loss = loss_function(scores, batch.lengths, batch.heads).mean()
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            total += loss.item() * len(indices)
+        uas = dev_uas(scorer, data, config.batch_size, device)
+        history.append(
+            {
+                "epoch": epoch,
+                "train_loss": total / len(data.train),
+                "dev_uas": uas,
+                "seconds": time.perf_counter() - started,
+            }
+        )
+        _log(log, history[-1])
+        if uas > best:
+            best, best_epoch = uas, epoch
+            save_model(run_dir / MODEL_FILE, scorer, epoch, uas)
+        if epoch - best_epoch >= config.patience:
+            stopped_by = "patience"
+            break
+
+    summary = {
+        "finished": True,
+        "epochs_done": history[-1]["epoch"],
+        "epoch_cap": config.epochs,
+        "stopped_by": stopped_by,
+        "selection_metric": "uas",
+        "selection_decoder": "chu-liu-edmonds",
+        "learning_rate": config.learning_rate,
+        "best_epoch": best_epoch,
+        "best_dev_uas": best,
+        "history": history,
+    }
+    write_json(run_dir / SUMMARY_FILE, summary)
+    return summary
+
+
+def _log(log: Callable[[str], object] | None, entry: Mapping[str, Any]) -> None:
+    if log is None:
+        return
+    loss = "-" if entry["train_loss"] is None else f"{entry['train_loss']:.4f}"
+    log(
+        f"epoch {entry['epoch']}: train loss {loss}, dev UAS {100 * entry['dev_uas']:.2f}, "
+        f"{entry['seconds']:.1f} s"
+    )
+
+
+def read_summary(run_dir: Path) -> dict[str, Any]:
+    """A finished run's ``train.json``; FileNotFoundError when training has not finished there."""
+    path = Path(run_dir) / SUMMARY_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no finished training; run `crfbench parse train` first")
+    summary: dict[str, Any] = check_fields(path, read_json(path), ("best_dev_uas", "learning_rate"))
+    return summary
+
+
+def choose_learning_rate(results: Mapping[float, float]) -> tuple[float, float | None]:
+    """The learning rate of the best dev UAS in ``results`` (rate -> dev UAS; ties go to the
+    smaller rate), and the rate to try next: half the best when it is the smallest tried, twice it
+    when it is the largest (the paper's widening at the grid's edges), else None."""
+    finite = {rate: value for rate, value in results.items() if not math.isnan(value)}
+    if not finite:
+        raise ValueError("choose_learning_rate: no run with a dev UAS")
+    best = max(sorted(finite), key=lambda rate: finite[rate])
+    if len(finite) < 2:
+        return best, None
+    if best == min(finite):
+        return best, best / 2
+    if best == max(finite):
+        return best, best * 2
+    return best, None
+
+
+def choose_run(run_dirs: list[Path]) -> tuple[Path, float | None]:
+    """Of finished runs that differ only in learning rate, the one with the best dev UAS and the
+    learning rate to try next (``choose_learning_rate``); ValueError when their other settings
+    differ."""
+    if not run_dirs:
+        raise ValueError("choose_run: no run directories")
+    configs = {Path(d): read_config(d) for d in run_dirs}
+    reference = next(iter(configs.values())).to_dict() | {"learning_rate": None}
+    for run_dir, config in configs.items():
+        if config.to_dict() | {"learning_rate": None} != reference:
+            raise ValueError(
+                f"{run_dir}: its settings differ from {run_dirs[0]}'s in more than the learning rate"
+            )
+    by_rate = {config.learning_rate: Path(d) for d, config in configs.items()}
+    if len(by_rate) != len(configs):
+        raise ValueError("choose_run: two runs share a learning rate")
+    best, following = choose_learning_rate(
+        {rate: read_summary(d)["best_dev_uas"] for rate, d in by_rate.items()}
+    )
+    return by_rate[best], following
