@@ -46,9 +46,13 @@ def compiles(method: str) -> bool:
     return method not in CAPTURE_EXEMPT
 
 
-def compile_function(function: Callable[..., Any], device: torch.device) -> Callable[..., Any]:
-    """``function`` under ``torch.compile`` for ``device``: shapes dynamic, CUDA graphs on a GPU."""
-    options: dict[str, Any] = {"dynamic": True, "backend": os.environ.get(BACKEND_VARIABLE, "inductor")}
+def compile_function(
+    function: Callable[..., Any], device: torch.device, *, dynamic: bool = True
+) -> Callable[..., Any]:
+    """``function`` under ``torch.compile`` for ``device``: CUDA graphs on a GPU; shapes dynamic
+    unless ``dynamic`` is False (a benchmark's fixed shapes: one specialised program, as a training
+    loop on padded batches of one shape would run)."""
+    options: dict[str, Any] = {"dynamic": dynamic, "backend": os.environ.get(BACKEND_VARIABLE, "inductor")}
     if device.type == "cuda" and options["backend"] == "inductor":
         options["mode"] = "reduce-overhead"
     return torch.compile(function, **options)

@@ -202,7 +202,7 @@ def test_the_report_shows_the_scaling_section(tmp_path):
     assert "so there is no error bar or interval" in page
     readme = (out / "README.md").read_text()
     assert "### Where BCRF-10 overtakes sequential forward" in readme
-    assert "| box | cpu | torch | 8 | 16–64 | ≤ 16 | ≤ 16 |" in readme
+    assert "| box | cpu | torch | eager | 8 | 16–64 | ≤ 16 | ≤ 16 |" in readme  # no mode: eager
 
 
 def test_without_scaling_results_the_report_says_so(tmp_path):
