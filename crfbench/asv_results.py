@@ -7,7 +7,7 @@ say which run each row is from. Benchmark units and parameter names come from ``
 One row per benchmark and parameter combination that produced a number (skipped and failed
 combinations have none); parameters a benchmark does not take are left empty. A run from before a
 benchmark took a parameter that was added last (:data:`ADDED_LAST`: the timing ``mode``) reads with
-that parameter at the value every such run had (``eager``).
+that parameter at the value every such run had (:func:`legacy_mode`: torch eager, JAX jitted).
 """
 
 from __future__ import annotations
@@ -27,8 +27,14 @@ from .schema import SCALING_COLUMNS, SCALING_PARAMETERS
 #: The scaling table's parameters and columns (``crfbench.schema``).
 PARAMETERS, COLUMNS = SCALING_PARAMETERS, SCALING_COLUMNS
 #: Parameters appended to benchmarks' parameter lists after results were kept, with the value that
-#: the older results were measured at: before the ``mode`` parameter, every torch call was eager.
+#: the older results were measured at (a torch result's; :func:`legacy_mode`).
 ADDED_LAST = {"mode": "eager"}
+
+
+def legacy_mode(backend: object) -> str:
+    """The timing mode of a result from before the ``mode`` parameter: torch calls were eager, and
+    JAX's were jitted, the mode now called ``compiled``."""
+    return "compiled" if backend == "jax" else ADDED_LAST["mode"]
 
 
 def _latest_runs(machine_dir: Path) -> dict:
@@ -77,6 +83,8 @@ def _rows(machine: str, key: str, run, spec: dict) -> list[dict]:
                 raise ValueError(f"{key}: parameter {name!r} is not one of {', '.join(PARAMETERS)}")
             row[name] = parameter
         row.update({name: ADDED_LAST[name] for name in added})
+        if "mode" in added:
+            row["mode"] = legacy_mode(row["backend"])
         rows.append(row)
     return rows
 

@@ -25,7 +25,7 @@ from matplotlib.ticker import NullFormatter
 
 from implementations import registry
 
-from ..asv_results import ADDED_LAST
+from ..asv_results import ADDED_LAST, legacy_mode
 from ..io import read_csv
 from ..schema import SCALING_COLUMNS as COLUMNS
 from . import crossover
@@ -34,6 +34,7 @@ from .figures import TIMES, Drawn, save_png, subplots
 TIMED = {"time_marginals": "marginals", "time_decode": "decode", "time_loss_and_grad": "loss and gradient"}
 HEATMAPS = ("time_marginals", "time_loss_and_grad")
 BASELINE = "crf"
+EAGER = "eager"
 
 
 def read_scaling(path: Path) -> pd.DataFrame:
@@ -72,12 +73,15 @@ def _ordered(methods) -> list[str]:
 
 def timings(frame: pd.DataFrame, name: str) -> pd.DataFrame:
     """Rows of one grid timing benchmark (``time_marginals``, ...) with integer N, T, B and the mode,
-    ``eager`` where none is given (the peer comparison, which shares the name
-    ``time_loss_and_grad``, has no method and is left out)."""
+    where none is given the one it was timed in (:func:`legacy_mode`); the peer comparison, which
+    shares the name ``time_loss_and_grad``, has no method and is left out."""
     rows = frame[(frame["name"] == name) & frame["method"].notna() & frame["N"].notna()].copy()
     for column in ("N", "T", "B"):
         rows[column] = rows[column].astype(int)
-    rows["mode"] = rows["mode"].astype(object).where(rows["mode"].notna(), ADDED_LAST["mode"])
+    rows["mode"] = [
+        legacy_mode(backend) if pd.isna(mode) else mode
+        for backend, mode in zip(rows["backend"], rows["mode"], strict=True)
+    ]
     return rows
 
 
@@ -299,13 +303,12 @@ def scaling_figures(frame: pd.DataFrame, out_dir: Path) -> list[Drawn]:
             panels=BETHE_ROWS,
         )
     for name, label in TIMED.items():
-        # one figure per machine, device, batch size and mode (a panel's lines need one B and mode);
-        # the eager figures keep the names they had before there were modes
-        settings = ["machine", "device", "B", "mode"]
-        for (machine, device, batch, mode), rows in timings(frame, name).groupby(settings):
-            where = f"{machine}, {device}, B={batch}, {mode}"
+        # one figure per machine, device, batch size and torch mode (a panel's lines need one B
+        # and mode), JAX's jitted rows beside each; the eager figures keep their names
+        for (machine, device, batch, mode), rows in _by_torch_mode(timings(frame, name)):
+            where = f"{machine}, {device}, B={batch}" + ("" if mode == EAGER else f", torch {mode}")
             stem = f"{machine}-{device}-B{batch}-{name.removeprefix('time_')}"
-            stem += "" if mode == ADDED_LAST["mode"] else f"-{mode}"
+            stem += "" if mode == EAGER else f"-{mode}"
             written += time_figure(
                 rows,
                 f"{label}: seconds against N ({where})",
@@ -324,6 +327,18 @@ def scaling_figures(frame: pd.DataFrame, out_dir: Path) -> list[Drawn]:
                     f'speed-up; hatched grey "{NOT_MEASURED}": not measured. {ASV_POINTS}',
                 )
     return written + crossover.crossover_figures(frame, out_dir)
+
+
+def _by_torch_mode(rows: pd.DataFrame) -> list[tuple[tuple, pd.DataFrame]]:
+    """``rows`` per machine, device, B and torch mode, each with JAX's rows of the same machine,
+    device and B (JAX has one mode, jitted); JAX's rows alone under ``compiled``."""
+    groups = []
+    for (machine, device, batch), group in rows.groupby(["machine", "device", "B"]):
+        torch_rows, jax_rows = group[group["backend"] != "jax"], group[group["backend"] == "jax"]
+        for mode in sorted(set(torch_rows["mode"])) or ["compiled"]:
+            both = pd.concat([torch_rows[torch_rows["mode"] == mode], jax_rows])
+            groups.append(((machine, device, batch, mode), both))
+    return groups
 
 
 def _point(row) -> str:
