@@ -293,6 +293,11 @@ def operation(
 def _torch_operation(
     module: Any, name: str, scores: TimingBatch, common: dict[str, Any], *, compiled: bool = False
 ) -> Callable[[], Any]:
+    """The torch call of :func:`operation`. A compiled one runs once eagerly before it is compiled:
+    the implementations fill module-level caches at first use (``implementations.ops``' namespace
+    per array type); traced while one is empty, the program is guarded on its emptiness and
+    compiled again at the next call, inside the timing, and crf's log-partition autograd.Function
+    fails to trace when the cache is filled inside it."""
     emissions, transitions, lengths, tags, _, _ = scores
     wait = torch.cuda.synchronize if emissions.is_cuda else lambda: None
     if name == "loss_and_grad":
@@ -302,9 +307,7 @@ def _torch_operation(
             return module.loss(emissions, transitions, lengths, tags, **common).sum()
 
         if compiled:
-            # One eager step first: torch.compile (2.13) fails to trace crf's log-partition
-            # autograd.Function (an in-place intermediate it saves) until one has run eagerly.
-            total(emissions, transitions).backward()
+            total(emissions, transitions).backward()  # eagerly first (the docstring)
             total = compile_function(total, emissions.device, dynamic=False)
 
         def step():
@@ -317,6 +320,8 @@ def _torch_operation(
         return step
     function = partial(getattr(module, name), **common)
     if compiled:
+        with torch.no_grad():
+            function(emissions, transitions, lengths)  # eagerly first (the docstring)
         function = compile_function(function, emissions.device, dynamic=False)
 
     def call():
