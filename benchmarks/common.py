@@ -96,13 +96,14 @@ PROFILES = {
     #: the fast grid at one point, every benchmark once (CI's .ci/asv-check): 123 against 394 s for
     #: its four, most of them JAX's compilations (2 cores); T = 32, past the tag thresholds that the
     #: test suite's smallest point (T = 8, tests/benchmarks/test_asv_suite.py) stays under
-    #: torch's compiled mode and the crossover for a variant that traces fast (asv traces again in
-    #: each benchmark's process; CI traces with aot_eager, .ci/asv-check) and the eager baseline
+    #: torch's compiled mode for the variant that traces fastest, and the crossover for crf and the
+    #: eager baseline (asv traces again in each benchmark's process; CI traces with aot_eager,
+    #: .ci/asv-check)
     "check": replace(
         _FAST,
         lengths=(16,),
         num_tags=(32,),
-        compiled=("crf-scan",),
+        compiled=("unstructured",),
         crossover=CrossoverGrid((16,), (17,), (8,), ("crf", "pytorch-crf")),
     ),
     "fast": _FAST,

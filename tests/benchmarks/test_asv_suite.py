@@ -139,7 +139,7 @@ def test_modes_skip_what_is_not_timed(monkeypatch):
     with pytest.raises(NotImplementedError, match="bcrf-5: not timed compiled"):
         common.skip_unless_timed("torch", "bcrf-5", "compiled")
     common.skip_unless_timed("torch", "bcrf-5", "compiled", profile=False)  # the crossover's own list
-    common.skip_unless_timed("torch", "crf-scan", "compiled")
+    common.skip_unless_timed("torch", "unstructured", "compiled")
 
 
 @pytest.mark.parametrize("name", list(common.PROFILES))
