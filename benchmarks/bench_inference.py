@@ -1,9 +1,12 @@
 """Scaling of every method and backend in sequence length N and tag-set size T: time and peak
 memory of marginals, decoding and the training loss with its gradient.
 
-One class per operation, so ``setup`` compiles only what is timed. Combinations whose biggest
-intermediate array exceeds the profile's per-device cap, and GPU combinations without a GPU, are
-skipped (``NotImplementedError`` in ``setup``).
+One class per operation, so ``setup`` compiles only what is timed. Each is timed in each ``mode``:
+torch ``eager`` (an operator launched at a time: on a GPU mostly launches) or ``compiled``
+(``torch.compile`` for the fixed shapes, CUDA graphs on a GPU); JAX is always jitted, its one mode
+``compiled``. Combinations whose biggest intermediate array exceeds the profile's per-device cap,
+GPU combinations without a GPU, JAX eager, SparseMAP compiled and the variants a profile does not
+compile are skipped (``NotImplementedError`` in ``setup``).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import torch
 from .common import (
     DEVICES,
     GRID,
+    MODES,
     OPERATIONS,
     VARIANTS,
     jax,
@@ -22,6 +26,7 @@ from .common import (
     operator_counts,
     random_scores,
     skip_unless_fits,
+    skip_unless_timed,
     use_device,
 )
 
@@ -29,21 +34,26 @@ BACKENDS = ("torch", "jax")
 
 
 class _Scaling:
-    """Times ``operation_name`` on random scores of shape (B, N, T) with per-position transitions."""
+    """Times ``operation_name`` on random scores of shape (B, N, T) with per-position transitions,
+    in ``mode`` (the last parameter, so that results from before it existed, all eager, keep their
+    parameters' order)."""
 
     operation_name = ""
-    params = (BACKENDS, tuple(VARIANTS), GRID.lengths, GRID.num_tags, GRID.batch, DEVICES)
-    param_names = ("backend", "method", "N", "T", "B", "device")
+    params = (BACKENDS, tuple(VARIANTS), GRID.lengths, GRID.num_tags, GRID.batch, DEVICES, MODES)
+    param_names = ("backend", "method", "N", "T", "B", "device", "mode")
     repeat = GRID.repeat
     rounds = GRID.rounds
-    warmup_time = 0.0  # setup already ran the call once (JIT compilation, allocator warm-up)
+    warmup_time = 0.0  # setup already ran the call once (compilation, allocator warm-up)
     timeout = 600.0
 
-    def setup(self, backend: str, method: str, length: int, num_tags: int, batch: int, device: str) -> None:
+    def setup(
+        self, backend: str, method: str, length: int, num_tags: int, batch: int, device: str, mode: str
+    ) -> None:
         use_device(backend, device)
+        skip_unless_timed(backend, method, mode)
         skip_unless_fits(method, device, batch, length, num_tags)
         scores = random_scores(backend, device, batch, length, num_tags)
-        self.call = operation(backend, method, self.operation_name, scores)
+        self.call = operation(backend, method, self.operation_name, scores, mode=mode)
         self.call()
 
 

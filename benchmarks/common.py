@@ -19,7 +19,8 @@ import os
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -27,7 +28,9 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import implementations
+from crfbench.compiled import compile_function, compiles
 from crfbench.environment import gpu_present, set_threads
+from crfbench.uses import TIMING_MODES
 from implementations import registry
 from implementations.torch_backend import bcrf as torch_bcrf
 
@@ -40,6 +43,24 @@ except ImportError:  # pragma: no cover - the bench environments install it
 
 PROFILE_VARIABLE = "CRFBENCH_ASV_PROFILE"
 DEVICES = ("cpu", "gpu")
+#: How a call is timed (``crfbench.uses.TIMING_MODES``): torch eager, or under ``torch.compile``
+#: (CUDA graphs on a GPU); JAX is always jitted, its ``compiled`` mode.
+MODES = TIMING_MODES
+
+
+@dataclass(frozen=True)
+class CrossoverGrid:
+    """Where BCRF overtakes the exact CRF (``bench_crossover``): its own grid, at the tag-set sizes
+    of the paper's datasets rather than the scaling suite's log grid, and the methods timed."""
+
+    lengths: tuple[int, ...]  # N
+    num_tags: tuple[int, ...]  # T
+    batch: tuple[int, ...]  # B
+    methods: tuple[str, ...]  # asv variants, and the pytorch-crf baseline
+
+
+#: Every method of the crossover: BCRF at both iteration counts and the baselines it must beat.
+CROSSOVER_METHODS = ("crf", "crf-scan", "bcrf-5", "bcrf-10", "pytorch-crf")
 
 
 @dataclass(frozen=True)
@@ -53,15 +74,38 @@ class Grid:
     rounds: int  # asv: interleaved rounds of every benchmark
     #: largest number of float32 elements a method's biggest intermediate may hold, per device
     element_cap: dict[str, int]
+    #: the variants the scaling benchmarks time compiled (None: every one that compiles); the
+    #: others' compiled combinations skip
+    compiled: tuple[str, ...] | None = None
+    crossover: CrossoverGrid = field(
+        default=CrossoverGrid((16, 64, 256, 1024), (4, 9, 17, 50), (8, 32, 256), CROSSOVER_METHODS)
+    )
 
 
-_FAST = Grid((16, 64), (8, 32), (4,), repeat=(1, 3, 1.0), rounds=1, element_cap={"cpu": 2**22, "gpu": 2**28})
+_FAST = Grid(
+    (16, 64),
+    (8, 32),
+    (4,),
+    repeat=(1, 3, 1.0),
+    rounds=1,
+    element_cap={"cpu": 2**22, "gpu": 2**28},
+    crossover=CrossoverGrid((16, 256), (4, 17), (8,), CROSSOVER_METHODS),
+)
 
 PROFILES = {
     #: the fast grid at one point, every benchmark once (CI's .ci/asv-check): 123 against 394 s for
     #: its four, most of them JAX's compilations (2 cores); T = 32, past the tag thresholds that the
     #: test suite's smallest point (T = 8, tests/benchmarks/test_asv_suite.py) stays under
-    "check": replace(_FAST, lengths=(16,), num_tags=(32,)),
+    #: torch's compiled mode for the variant that traces fastest, and the crossover for crf and the
+    #: eager baseline (asv traces again in each benchmark's process; CI traces with aot_eager,
+    #: .ci/asv-check)
+    "check": replace(
+        _FAST,
+        lengths=(16,),
+        num_tags=(32,),
+        compiled=("unstructured",),
+        crossover=CrossoverGrid((16,), (17,), (8,), ("crf", "pytorch-crf")),
+    ),
     "fast": _FAST,
     "regular": Grid(
         (16, 64, 256, 1024),
@@ -78,6 +122,9 @@ PROFILES = {
         repeat=(3, 10, 10.0),
         rounds=2,
         element_cap={"cpu": 2**27, "gpu": 2**31},
+        crossover=CrossoverGrid(
+            tuple(2**k for k in range(4, 11)), (4, 9, 17, 50), (8, 16, 32, 64, 128, 256), CROSSOVER_METHODS
+        ),
     ),
 }
 
@@ -196,21 +243,41 @@ def to_device(array: np.ndarray, backend: str, device: str) -> Any:
     return jax.device_put(array, jax.devices(device)[0])
 
 
+def skip_unless_timed(backend: str, variant: str, mode: str, *, profile: bool = True) -> None:
+    """Skip (``NotImplementedError``, with the reason) a combination that is not timed in ``mode``:
+    JAX eager (JAX is always jitted: its one mode is ``compiled``), torch compiled for a method
+    that never compiles (``crfbench.compiled.CAPTURE_EXEMPT``: SparseMAP stops on the scores'
+    values), and with ``profile``, a variant the profile's scaling benchmarks do not time compiled
+    (``Grid.compiled``)."""
+    if mode not in MODES:
+        raise ValueError(f"mode: {mode!r} is not one of {', '.join(MODES)}")
+    if backend == "jax" and mode == "eager":
+        raise NotImplementedError("JAX is always jitted: its calls are timed in the compiled mode")
+    if backend == "torch" and mode == "compiled":
+        method = VARIANTS[variant].method if variant in VARIANTS else variant
+        if not compiles(method):
+            raise NotImplementedError(f"{variant} has no compiled mode (it reads values back)")
+        if profile and GRID.compiled is not None and variant not in GRID.compiled:
+            raise NotImplementedError(f"{variant}: not timed compiled in the {profile_name()} profile")
+
+
 def operation(
-    backend: str, variant: str, name: str, scores: TimingBatch, **overrides: Any
+    backend: str, variant: str, name: str, scores: TimingBatch, *, mode: str = "eager", **overrides: Any
 ) -> Callable[[], Any]:
     """A no-argument call of ``name`` (one of ``OPERATIONS``) on ``scores`` that returns the result
     once it is ready; for ``loss_and_grad``, ``(loss summed over the batch, (gradient w.r.t.
-    emissions, w.r.t. transitions))`` in both backends. Jitted in JAX (call it once to compile); no
-    input validation; no autograd graph but for ``loss_and_grad``. ``overrides`` replace the
-    variant's options."""
+    emissions, w.r.t. transitions))`` in both backends. Jitted in JAX, whatever ``mode``; in torch
+    eager, or with ``mode="compiled"`` under ``torch.compile`` for the scores' fixed shapes (for
+    ``loss_and_grad`` the summed loss, whose backward AOTAutograd compiles with it). Call it once
+    to compile. No input validation; no autograd graph but for ``loss_and_grad``. ``overrides``
+    replace the variant's options."""
     method, options = VARIANTS[variant]
     options = {**options, **overrides}
     module = implementations.get(method, backend)
     emissions, transitions, lengths, tags, start, end = scores
     common = {"start": start, "end": end, "validate": False, **options}
     if backend == "torch":
-        return _torch_operation(module, name, scores, common)
+        return _torch_operation(module, name, scores, common, compiled=mode == "compiled")
     if name == "loss_and_grad":
 
         def total(emissions, transitions):
@@ -225,26 +292,42 @@ def operation(
 
 
 def _torch_operation(
-    module: Any, name: str, scores: TimingBatch, common: dict[str, Any]
+    module: Any, name: str, scores: TimingBatch, common: dict[str, Any], *, compiled: bool = False
 ) -> Callable[[], Any]:
+    """The torch call of :func:`operation`. A compiled one runs once eagerly before it is compiled:
+    the implementations fill module-level caches at first use (``implementations.ops``' namespace
+    per array type); traced while one is empty, the program is guarded on its emptiness and
+    compiled again at the next call, inside the timing, and crf's log-partition autograd.Function
+    fails to trace when the cache is filled inside it."""
     emissions, transitions, lengths, tags, _, _ = scores
     wait = torch.cuda.synchronize if emissions.is_cuda else lambda: None
     if name == "loss_and_grad":
         emissions, transitions = emissions.clone().requires_grad_(), transitions.clone().requires_grad_()
 
+        def total(emissions, transitions):
+            return module.loss(emissions, transitions, lengths, tags, **common).sum()
+
+        if compiled:
+            total(emissions, transitions).backward()  # eagerly first (the docstring)
+            total = compile_function(total, emissions.device, dynamic=False)
+
         def step():
             emissions.grad = transitions.grad = None
-            total = module.loss(emissions, transitions, lengths, tags, **common).sum()
-            total.backward()
+            value = total(emissions, transitions)
+            value.backward()
             wait()
-            return total.detach(), (emissions.grad, transitions.grad)
+            return value.detach(), (emissions.grad, transitions.grad)
 
         return step
-    function = getattr(module, name)
+    function = partial(getattr(module, name), **common)
+    if compiled:
+        with torch.no_grad():
+            function(emissions, transitions, lengths)  # eagerly first (the docstring)
+        function = compile_function(function, emissions.device, dynamic=False)
 
     def call():
         with torch.no_grad():
-            result = function(emissions, transitions, lengths, **common)
+            result = function(emissions, transitions, lengths)
         wait()
         return result
 

@@ -5,7 +5,9 @@ with asv's own ``Results`` loader, so a run of part of the suite (``asv run --be
 benchmarks to the machine's table instead of replacing the rest; the ``commit`` and ``date`` columns
 say which run each row is from. Benchmark units and parameter names come from ``benchmarks.json``.
 One row per benchmark and parameter combination that produced a number (skipped and failed
-combinations have none); parameters a benchmark does not take are left empty.
+combinations have none); parameters a benchmark does not take are left empty. A run from before a
+benchmark took a parameter that was added last (:data:`ADDED_LAST`: the timing ``mode``) reads with
+that parameter at the value every such run had (:func:`legacy_mode`: torch eager, JAX jitted).
 """
 
 from __future__ import annotations
@@ -24,6 +26,15 @@ from .schema import SCALING_COLUMNS, SCALING_PARAMETERS
 
 #: The scaling table's parameters and columns (``crfbench.schema``).
 PARAMETERS, COLUMNS = SCALING_PARAMETERS, SCALING_COLUMNS
+#: Parameters appended to benchmarks' parameter lists after results were kept, with the value that
+#: the older results were measured at (a torch result's; :func:`legacy_mode`).
+ADDED_LAST = {"mode": "eager"}
+
+
+def legacy_mode(backend: object) -> str:
+    """The timing mode of a result from before the ``mode`` parameter: torch calls were eager, and
+    JAX's were jitted, the mode now called ``compiled``."""
+    return "compiled" if backend == "jax" else ADDED_LAST["mode"]
 
 
 def _latest_runs(machine_dir: Path) -> dict:
@@ -43,8 +54,13 @@ def _rows(machine: str, key: str, run, spec: dict) -> list[dict]:
     """One row per parameter combination of benchmark ``key`` that has a number in ``run``."""
     rows = []
     date = datetime.fromtimestamp((run.date or 0) / 1000, tz=UTC).date().isoformat()
-    names = spec.get("param_names", [])
+    names = list(spec.get("param_names", []))
     params = run.get_result_params(key)
+    added = names[len(params) :] if params else []
+    if added and all(name in ADDED_LAST for name in added):  # a run from before they were added
+        names = names[: len(params)]
+    else:
+        added = []
     values = run.get_result_value(key, params)
     combinations = (
         pd.MultiIndex.from_product([[ast.literal_eval(v) for v in p] for p in params]) if params else [()]
@@ -66,6 +82,9 @@ def _rows(machine: str, key: str, run, spec: dict) -> list[dict]:
             if name not in PARAMETERS:
                 raise ValueError(f"{key}: parameter {name!r} is not one of {', '.join(PARAMETERS)}")
             row[name] = parameter
+        row.update({name: ADDED_LAST[name] for name in added})
+        if "mode" in added:
+            row["mode"] = legacy_mode(row["backend"])
         rows.append(row)
     return rows
 

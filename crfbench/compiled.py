@@ -52,15 +52,19 @@ def compiles(method: str) -> bool:
 RECOMPILE_LIMIT = 64
 
 
-def compile_function(function: Callable[..., Any], device: torch.device) -> Callable[..., Any]:
-    """``function`` under ``torch.compile`` for ``device``: shapes dynamic, CUDA graphs on a GPU.
+def compile_function(
+    function: Callable[..., Any], device: torch.device, *, dynamic: bool = True
+) -> Callable[..., Any]:
+    """``function`` under ``torch.compile`` for ``device``: CUDA graphs on a GPU; shapes dynamic
+    unless ``dynamic`` is False (a benchmark's fixed shapes: one specialised program, as a training
+    loop on padded batches of one shape would run).
 
     Raises the limit of compiled variants per code object to :data:`RECOMPILE_LIMIT` and makes
     reaching it an error (a process-wide setting of dynamo's): a step timed as compiled never falls
     back to eager silently."""
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
     torch._dynamo.config.fail_on_recompile_limit_hit = True
-    options: dict[str, Any] = {"dynamic": True, "backend": os.environ.get(BACKEND_VARIABLE, "inductor")}
+    options: dict[str, Any] = {"dynamic": dynamic, "backend": os.environ.get(BACKEND_VARIABLE, "inductor")}
     if device.type == "cuda" and options["backend"] == "inductor":
         options["mode"] = "reduce-overhead"
     return torch.compile(function, **options)

@@ -172,6 +172,7 @@ SCALING_PARAMETERS = (
     "measurements",
     "task",
     "F",
+    "mode",  # eager or compiled (benchmarks.common.MODES); last: added after the others
 )
 SCALING_COLUMNS = ("machine", "commit", "date", "benchmark", "name", "unit", "value", *SCALING_PARAMETERS)
 

@@ -30,6 +30,7 @@ from . import provenance
 from .bethe import TASKS as BETHE_TASKS
 from .bethe import bethe_figures, bethe_sections, read_cgm, read_sentences
 from .claims import CLAIMS_COLUMNS, CLAIMS_FILE
+from .crossover import crossover_missing
 from .figures import iteration_figures, speedup_figures
 from .inputs import agreement_summary, read_results
 from .layout import TABLES, TASKS
@@ -114,6 +115,8 @@ def render_report(
     scaling = read_scaling(results_dir / SCALING_TABLE)  # every input is read before anything is written
     if not (results_dir / SCALING_TABLE).exists():
         absent.append(f"{SCALING_TABLE} is absent from the results folder: no asv scaling figures.")
+    else:
+        absent += crossover_missing(scaling)
     bethe = bethe_sections(results_dir, paper_csv)
     if not bethe:
         absent.append("results/bethe/ holds no experiment of the Bethe paper: no Bethe tables.")

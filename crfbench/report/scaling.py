@@ -2,7 +2,10 @@
 every T, the speed-up of each method over the sequential exact CRF on the N × T grid, the roofline
 (IBP's achieved bandwidth against the machine's streaming bandwidth), the exact CRF against the
 PyTorch CRF libraries, where BCRF-10 marginals overtake sequential forward, and SparseMAP's solvers
-on random scores over N and T."""
+on random scores over N and T; and the crossover sweep's figures and table (``crossover``).
+
+The scaling benchmarks are timed in a ``mode``, torch eager or compiled (JAX always jitted); rows
+from before that parameter, or with none, read as eager, and each mode gets figures of its own."""
 
 from __future__ import annotations
 
@@ -22,13 +25,16 @@ from matplotlib.ticker import NullFormatter
 
 from implementations import registry
 
+from ..asv_results import ADDED_LAST, legacy_mode
 from ..io import read_csv
 from ..schema import SCALING_COLUMNS as COLUMNS
+from . import crossover
 from .figures import TIMES, Drawn, save_png, subplots
 
 TIMED = {"time_marginals": "marginals", "time_decode": "decode", "time_loss_and_grad": "loss and gradient"}
 HEATMAPS = ("time_marginals", "time_loss_and_grad")
 BASELINE = "crf"
+EAGER = "eager"
 
 
 def read_scaling(path: Path) -> pd.DataFrame:
@@ -36,6 +42,9 @@ def read_scaling(path: Path) -> pd.DataFrame:
     if not Path(path).exists():
         return pd.DataFrame(columns=list(COLUMNS))
     frame = read_csv(path, allow_empty=True)  # a whole file, or CorruptFileError naming it
+    for column in ADDED_LAST:  # a table written before the column existed
+        if column not in frame.columns:
+            frame[column] = None
     missing = [column for column in COLUMNS if column not in frame.columns]
     if missing:
         raise ValueError(f"{path}: missing columns {', '.join(missing)} (write it with `crfbench scaling`)")
@@ -63,11 +72,16 @@ def _ordered(methods) -> list[str]:
 
 
 def timings(frame: pd.DataFrame, name: str) -> pd.DataFrame:
-    """Rows of one grid timing benchmark (``time_marginals``, ...) with integer N, T, B (the peer
-    comparison, which shares the name ``time_loss_and_grad``, has no method and is left out)."""
+    """Rows of one grid timing benchmark (``time_marginals``, ...) with integer N, T, B and the mode,
+    where none is given the one it was timed in (:func:`legacy_mode`); the peer comparison, which
+    shares the name ``time_loss_and_grad``, has no method and is left out."""
     rows = frame[(frame["name"] == name) & frame["method"].notna() & frame["N"].notna()].copy()
     for column in ("N", "T", "B"):
         rows[column] = rows[column].astype(int)
+    rows["mode"] = [
+        legacy_mode(backend) if pd.isna(mode) else mode
+        for backend, mode in zip(rows["backend"], rows["mode"], strict=True)
+    ]
     return rows
 
 
@@ -289,10 +303,12 @@ def scaling_figures(frame: pd.DataFrame, out_dir: Path) -> list[Drawn]:
             panels=BETHE_ROWS,
         )
     for name, label in TIMED.items():
-        # one figure per machine, device and batch size (a panel's lines need one B)
-        for (machine, device, batch), rows in timings(frame, name).groupby(["machine", "device", "B"]):
-            where = f"{machine}, {device}, B={batch}"
+        # one figure per machine, device, batch size and torch mode (a panel's lines need one B
+        # and mode), JAX's jitted rows beside each; the eager figures keep their names
+        for (machine, device, batch, mode), rows in _by_torch_mode(timings(frame, name)):
+            where = f"{machine}, {device}, B={batch}" + ("" if mode == EAGER else f", torch {mode}")
             stem = f"{machine}-{device}-B{batch}-{name.removeprefix('time_')}"
+            stem += "" if mode == EAGER else f"-{mode}"
             written += time_figure(
                 rows,
                 f"{label}: seconds against N ({where})",
@@ -310,7 +326,19 @@ def scaling_figures(frame: pd.DataFrame, out_dir: Path) -> list[Drawn]:
                     "backend; colour (log scale, blue: faster than crf, red: slower) and number: the "
                     f'speed-up; hatched grey "{NOT_MEASURED}": not measured. {ASV_POINTS}',
                 )
-    return written
+    return written + crossover.crossover_figures(frame, out_dir)
+
+
+def _by_torch_mode(rows: pd.DataFrame) -> list[tuple[tuple, pd.DataFrame]]:
+    """``rows`` per machine, device, B and torch mode, each with JAX's rows of the same machine,
+    device and B (JAX has one mode, jitted); JAX's rows alone under ``compiled``."""
+    groups = []
+    for (machine, device, batch), group in rows.groupby(["machine", "device", "B"]):
+        torch_rows, jax_rows = group[group["backend"] != "jax"], group[group["backend"] == "jax"]
+        for mode in sorted(set(torch_rows["mode"])) or ["compiled"]:
+            both = pd.concat([torch_rows[torch_rows["mode"] == mode], jax_rows])
+            groups.append(((machine, device, batch, mode), both))
+    return groups
 
 
 def _point(row) -> str:
@@ -411,21 +439,18 @@ def _overtakes(group: pd.DataFrame, method: str) -> str | None:
     if BASELINE not in pivot or method not in pivot:
         return None
     both = pivot[[BASELINE, method]].dropna()
-    faster = (both[method] < both[BASELINE]).to_numpy()
-    first = next((k for k in range(len(faster)) if faster[k:].all()), None)
-    if first is None:
-        return "none"
-    return f"≤ {int(both.index[0])}" if first == 0 else str(int(both.index[first]))
+    return crossover.faster_from(both.index.tolist(), (both[method] < both[BASELINE]).tolist())
 
 
 def crossover_table(frame: pd.DataFrame, method: str = "bcrf-10") -> pd.DataFrame:
-    """Per machine, device, backend and T: for marginals and for the loss with its gradient, the
-    smallest N of the grid from which ``method`` is faster than sequential ``crf`` at every larger
-    N measured (:func:`_overtakes`), beside the lengths measured."""
-    overtakes: dict[tuple, dict[str, str]] = {}  # (machine, device, backend, T) -> label -> N
+    """Per machine, device, backend, mode and T: for marginals and for the loss with its gradient,
+    the smallest N of the grid from which ``method`` is faster than sequential ``crf`` at every
+    larger N measured (:func:`_overtakes`), beside the lengths measured."""
+    overtakes: dict[tuple, dict[str, str]] = {}  # (machine, device, backend, mode, T) -> label -> N
     lengths: dict[tuple, set[int]] = {}
+    settings = ["machine", "device", "backend", "mode", "T"]
     for name, label in CROSSOVER_OPERATIONS.items():
-        for keys, group in timings(frame, name).groupby(["machine", "device", "backend", "T"], sort=True):
+        for keys, group in timings(frame, name).groupby(settings, sort=True):
             found = _overtakes(group, method)
             if found is not None:
                 overtakes.setdefault(keys, {})[label] = found
@@ -436,6 +461,7 @@ def crossover_table(frame: pd.DataFrame, method: str = "bcrf-10") -> pd.DataFram
                 "machine": machine,
                 "device": device,
                 "backend": backend,
+                "mode": mode,
                 "T": int(num_tags),
                 "N measured": f"{min(lengths[keys])}–{max(lengths[keys])}",
                 **{
@@ -444,7 +470,7 @@ def crossover_table(frame: pd.DataFrame, method: str = "bcrf-10") -> pd.DataFram
                 },
             }
             for keys, cells in sorted(overtakes.items())
-            for machine, device, backend, num_tags in [keys]
+            for machine, device, backend, mode, num_tags in [keys]
         ]
     )
 
@@ -463,6 +489,11 @@ def summary_tables(frame: pd.DataFrame) -> dict[str, tuple[str, pd.DataFrame]]:
             peers_table(frame),
         ),
         "scaling-crossover": ("Where BCRF-10 overtakes sequential forward", crossover_table(frame)),
+        "crossover": (
+            "Crossover sweep: the N from which BCRF is faster than each baseline (ours compiled, "
+            "pytorch-crf eager)",
+            crossover.crossover_table(frame),
+        ),
         "scaling-operators": (
             "Torch operators (host synchronisations) per call, B=8, T=8: a GPU step's kernel launches",
             operators_table(frame),

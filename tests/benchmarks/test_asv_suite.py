@@ -18,9 +18,18 @@ import pytest
 import torch
 
 from benchmarks import common
+from crfbench.compiled import BACKEND_VARIABLE
 
 ROOT = Path(__file__).resolve().parents[2]
-MODULES = ("bench_inference", "bench_quality", "bench_roofline", "bench_peers", "bench_newton", "bench_bethe")
+MODULES = (
+    "bench_inference",
+    "bench_quality",
+    "bench_roofline",
+    "bench_peers",
+    "bench_newton",
+    "bench_bethe",
+    "bench_crossover",
+)
 
 
 def test_an_unknown_profile_is_named(monkeypatch):
@@ -97,10 +106,63 @@ def test_the_timed_call_is_the_contract_call_in_both_backends(variant, name):
         np.testing.assert_allclose(other, ours, rtol=2e-4, atol=2e-5)
 
 
+@pytest.mark.parametrize("name", common.OPERATIONS)
+def test_the_compiled_call_equals_the_eager_one(name, monkeypatch):
+    """torch's compiled mode (traced with aot_eager: what inductor would compile) computes what the
+    eager call does, the loss's gradient included, and runs again without compiling again (crf:
+    it traces only after an eager call, ``common._torch_operation``)."""
+    monkeypatch.setenv(BACKEND_VARIABLE, "aot_eager")
+    torch._dynamo.reset()
+    scores = common.random_scores("torch", "cpu", 3, 6, 4)
+    eager = _numpy(common.operation("torch", "crf", name, scores)())
+    call = common.operation("torch", "crf", name, scores, mode="compiled")
+    first = _numpy(call())
+    with torch._dynamo.config.patch(error_on_recompile=True):  # compiled once, in setup's call
+        again = _numpy(call())
+    assert len(first) == len(eager) == len(again)
+    for compiled, reference, repeated in zip(first, eager, again, strict=True):
+        np.testing.assert_allclose(compiled, reference, rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(repeated, compiled)
+
+
+def test_modes_skip_what_is_not_timed(monkeypatch):
+    """JAX is always jitted, SparseMAP never compiled, and a profile may compile a few variants."""
+    with pytest.raises(NotImplementedError, match="JAX is always jitted"):
+        common.skip_unless_timed("jax", "crf", "eager")
+    common.skip_unless_timed("jax", "crf", "compiled")
+    with pytest.raises(NotImplementedError, match="sparsemap has no compiled mode"):
+        common.skip_unless_timed("torch", "sparsemap", "compiled")
+    common.skip_unless_timed("torch", "sparsemap", "eager")
+    with pytest.raises(ValueError, match="'jit' is not one of eager, compiled"):
+        common.skip_unless_timed("torch", "crf", "jit")
+    monkeypatch.setattr(common, "GRID", common.PROFILES["check"])
+    with pytest.raises(NotImplementedError, match="bcrf-5: not timed compiled"):
+        common.skip_unless_timed("torch", "bcrf-5", "compiled")
+    common.skip_unless_timed("torch", "bcrf-5", "compiled", profile=False)  # the crossover's own list
+    common.skip_unless_timed("torch", "unstructured", "compiled")
+
+
+@pytest.mark.parametrize("name", list(common.PROFILES))
+def test_crossover_grids_are_the_paper_tag_sets_and_grow_with_the_profile(name):
+    grid = common.PROFILES[name].crossover
+    assert set(grid.num_tags) <= {4, 9, 17, 50} and set(grid.methods) <= set(common.CROSSOVER_METHODS)
+    assert set(grid.methods) - {"pytorch-crf"} <= set(common.VARIANTS)
+    check = common.PROFILES["check"].crossover
+    assert len(check.lengths) == len(check.num_tags) == len(check.batch) == 1  # CI: one point
+    for axis in ("lengths", "num_tags", "batch", "methods"):
+        assert set(getattr(check, axis)) <= set(getattr(grid, axis))
+    assert set(common.PROFILES["regular"].crossover.lengths) <= set(
+        common.PROFILES["paper"].crossover.lengths
+    )
+
+
 def _smallest_points(cls):
     """Every combination of the class's parameters with N, T and B at their smallest, the CPU and
-    torch (JAX's timed calls are checked above; CI's asv run, .ci/asv-check, runs its benchmarks)."""
-    fixed = {"device": ["cpu"], "backend": ["torch"]}
+    torch (JAX's timed calls are checked above; CI's asv run, .ci/asv-check, runs its benchmarks);
+    eager only, and of the crossover's compiled methods crf alone (compiled calls: tested below)."""
+    fixed = {"device": ["cpu"], "backend": ["torch"], "mode": ["eager"]}
+    if cls.__name__ == "Crossover":
+        fixed["method"] = ["crf", "pytorch-crf"]
     values = [
         [min(options)] if name in ("N", "T", "B") else fixed.get(name, list(options))
         for name, options in zip(cls.param_names, cls.params, strict=True)
@@ -117,7 +179,8 @@ def _benchmark_classes():
 
 
 @pytest.mark.parametrize("cls", list(_benchmark_classes()))
-def test_every_benchmark_runs_at_the_smallest_point(cls):
+def test_every_benchmark_runs_at_the_smallest_point(cls, monkeypatch):
+    monkeypatch.setenv(BACKEND_VARIABLE, "aot_eager")  # traced as inductor would, nothing compiled
     bodies = [name for name in dir(cls) if name.startswith(("time_", "peakmem_", "track_"))]
     assert bodies, f"{cls.__name__} has no benchmark"
     ran = 0

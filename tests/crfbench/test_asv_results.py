@@ -71,3 +71,30 @@ def test_missing_catalogue_and_unknown_parameters_are_named(tmp_path):
     )
     with pytest.raises(ValueError, match="parameter 'colour'"):
         read_asv_results(tmp_path)
+
+
+def test_a_run_from_before_the_mode_parameter_reads_as_eager(tmp_path):
+    """The catalogue's benchmark takes ``mode`` last; a run kept from before it has one parameter
+    fewer and was all eager. A benchmark whose catalogue has no mode leaves it empty."""
+    write_asv_results(tmp_path, "box", "a" * 40, 1_000, {MARGINALS: _marginals([1.0, 2.0, 3.0, 4.0])})
+    _, params, values, unit = _marginals([5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0])
+    modes = (("backend", "method", "N", "mode"), (*params, ("eager", "compiled")), values, unit)
+    write_asv_results(tmp_path, "new", "b" * 40, 2_000, {MARGINALS: modes})  # rewrites the catalogue
+    frame = read_asv_results(tmp_path).set_index(["machine", "method", "N", "mode"])["value"]
+    assert frame[("box", "crf", 16, "eager")] == 1.0 and frame[("box", "bcrf-10", 64, "eager")] == 4.0
+    assert set(frame.loc["box"].index.get_level_values("mode")) == {"eager"}
+    assert frame[("new", "crf", 16, "compiled")] == 6.0 and frame[("new", "bcrf-10", 64, "eager")] == 11.0
+    write_asv_results(
+        tmp_path, "box", "c" * 40, 3_000, {BANDWIDTH: (("backend",), (("torch",),), [1.0], "GB/s")}
+    )
+    bandwidth = read_asv_results(tmp_path).query("benchmark == @BANDWIDTH")
+    assert bandwidth["mode"].isna().all()
+
+
+def test_a_run_missing_another_parameter_is_refused(tmp_path):
+    write_asv_results(tmp_path, "box", "a" * 40, 1_000, {MARGINALS: _marginals([1.0, 2.0, 3.0, 4.0])})
+    _, params, values, unit = _marginals([1.0] * 8)
+    wider = (("backend", "method", "N", "T"), (*params, (8, 32)), values, unit)
+    write_asv_results(tmp_path, "new", "b" * 40, 2_000, {MARGINALS: wider})
+    with pytest.raises(ValueError):
+        read_asv_results(tmp_path)

@@ -202,7 +202,7 @@ def test_the_report_shows_the_scaling_section(tmp_path):
     assert "so there is no error bar or interval" in page
     readme = (out / "README.md").read_text()
     assert "### Where BCRF-10 overtakes sequential forward" in readme
-    assert "| box | cpu | torch | 8 | 16–64 | ≤ 16 | ≤ 16 |" in readme
+    assert "| box | cpu | torch | eager | 8 | 16–64 | ≤ 16 | ≤ 16 |" in readme  # no mode: eager
 
 
 def test_without_scaling_results_the_report_says_so(tmp_path):
@@ -238,3 +238,20 @@ def test_operators_table_has_one_column_per_length_in_method_order():
     assert table["method"].tolist() == ["crf", "bcrf-10"]  # the report's method order
     assert table["N=64"].tolist() == ["130", "90 (20 syncs)"]
     assert operators_table(_frame([])).empty
+
+
+def test_each_torch_mode_gets_its_figures_with_jax_beside_and_old_rows_read_as_they_ran(tmp_path):
+    """Rows without a mode are torch eager and JAX jitted (``compiled``); torch's compiled rows get
+    figures of their own, JAX's beside them as beside the eager ones."""
+    seconds = {"crf": [2.0, 2.0, 2.0, 2.0], "bcrf-10": [1.0, 1.0, 1.0, 1.0]}
+    compiled = [{**row, "mode": "compiled"} for row in _marginals(seconds)]
+    frame = _frame(_marginals(seconds) + compiled + _marginals(seconds, backend="jax"))
+    table = crossover_table(frame).set_index(["backend", "mode"])
+    assert sorted(table.index) == [("jax", "compiled"), ("torch", "compiled"), ("torch", "eager")]
+    names = sorted(drawn.path.name for drawn in scaling_figures(frame, tmp_path))
+    assert names == [
+        "scaling-speedup-box-cpu-B8-marginals-compiled.png",
+        "scaling-speedup-box-cpu-B8-marginals.png",
+        "scaling-time-box-cpu-B8-marginals-compiled.png",
+        "scaling-time-box-cpu-B8-marginals.png",
+    ]
