@@ -33,9 +33,18 @@ def of(*arrays: Any) -> ModuleType:
             continue
         namespace = _BY_TYPE.get(type(array))
         if namespace is None:
-            namespace = _BY_TYPE[type(array)] = _namespace(array)
+            namespace = _namespace(array)
+            if not _torch_compiling():  # a traced write would make the next call recompile
+                _BY_TYPE[type(array)] = namespace
         return namespace
     raise TypeError("ops.of: every argument is None; give at least one array")
+
+
+def _torch_compiling() -> bool:
+    """Whether torch.compile is tracing this call: dynamo guards on the globals a traced call
+    reads, so a cache written while tracing would fail the guard and recompile the next call."""
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.compiler.is_compiling()
 
 
 def _namespace(array: Any) -> ModuleType:

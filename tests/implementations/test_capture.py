@@ -184,3 +184,27 @@ def test_loss_step_captures_as_a_cuda_graph(method: str, options: dict[str, Any]
         second[k].requires_grad_(True)
     for got, want in zip(captured, run(second), strict=True):
         torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)
+
+
+def test_a_first_call_traced_compiles_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step whose first call ever is traced (``implementations.ops``'s per-type cache still
+    empty) is not compiled again on its second call: a cache written while tracing would fail
+    dynamo's guard on it."""
+    from torch._dynamo.utils import counters
+
+    from implementations import ops
+
+    monkeypatch.setattr(ops, "_BY_TYPE", {})
+    torch._dynamo.reset()
+    counters.clear()
+    inst, allowed = instance(5, 0.0, True)
+    step = training_step(
+        TORCH.module("crf"),
+        options_of("crf", "loss", {}),
+        torch.as_tensor(inst.gold),
+        torch.as_tensor(allowed),
+    )
+    compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
+    first, second = (value_and_grads(compiled, leaves(inst))[0] for _ in range(2))
+    torch.testing.assert_close(first, second)
+    assert counters["stats"]["unique_graphs"] == 1
