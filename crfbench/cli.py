@@ -4,82 +4,25 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import implementations
 
 from . import io
-from .io import CorruptFileError
-
-SettingsT = TypeVar("SettingsT")  # an experiment's Settings dataclass
-
-#: Errors that mean the user's input is at fault (a setting, an argument, a file): reported as one
-#: line ``crfbench <command>: error: <message>`` with exit status 2. Anything else is a bug and
-#: keeps its traceback.
-USER_ERRORS: tuple[type[BaseException], ...] = (
-    ValueError,  # a bad setting or file content (json.JSONDecodeError and UnicodeDecodeError too)
-    FileNotFoundError,
-    IsADirectoryError,
-    NotADirectoryError,
-    PermissionError,
-    CorruptFileError,  # a truncated or damaged input file
+from .cli_args import (
+    USER_ERRORS,
+    Parser,
+    input_dir,
+    input_file,
+    non_negative_int,
+    one_line,
+    output_dir,
+    output_file,
+    positive_int,
 )
-
-
-def one_line(message: object) -> str:
-    """``message`` on one line: its lines joined with "; " (a user error is one line on stderr)."""
-    return "; ".join(line.strip() for line in str(message).splitlines() if line.strip())
-
-
-class _Parser(argparse.ArgumentParser):
-    """An argument parser whose usage errors are one line too (``--help`` still shows the usage)."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
-
-
-def _checked(check: Callable[[str], object], name: str) -> Callable[[str], object]:
-    """An argparse ``type`` that runs ``check`` and reports a user error as a bad argument value."""
-
-    def convert(text: str) -> object:
-        try:
-            return check(text)
-        except USER_ERRORS as error:
-            raise argparse.ArgumentTypeError(one_line(error)) from None
-
-    convert.__name__ = name  # argparse names the type in some messages
-    return convert
-
-
-def _integer(least: int) -> Callable[[str], int]:
-    def convert(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or value < least:
-            kind = "a positive integer" if least == 1 else f"an integer >= {least}"
-            raise ValueError(f"must be {kind}, got {text!r}")
-        return value
-
-    return convert
-
-
-def _fold(text: str) -> int:
-    fold = _integer(0)(text)
-    if fold > 9:
-        raise ValueError(f"must be a fold 0-9, got {text!r}")
-    return fold
-
-
-positive_int = _checked(_integer(1), "positive integer")
-non_negative_int = _checked(_integer(0), "non-negative integer")
-input_file = _checked(lambda text: io.check_input_file(Path(text)), "input file")
-input_dir = _checked(lambda text: io.check_input_dir(Path(text)), "input directory")
-output_file = _checked(lambda text: io.check_output_file(Path(text)), "output file")
-output_dir = _checked(lambda text: io.check_output_dir(Path(text)), "output directory")
+from .cli_studies import add_study_commands
+from .io import CorruptFileError
 
 
 def _agree(args: argparse.Namespace) -> int:
@@ -227,179 +170,6 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cgm(args: argparse.Namespace) -> int:
-    from .bethe import cgm
-
-    settings = cgm.Settings(sizes=tuple(args.sizes), trials=args.trials, beta=args.beta)
-    table = cgm.run(settings, seed=args.seed)
-    io.write_csv(args.out, table)
-    print(table.groupby(["dataset", "model"], sort=False)[["seconds", "iterations"]].mean().to_string())
-    print(f"-> {args.out}")
-    return 0
-
-
-def _ocr(args: argparse.Namespace) -> int:
-    from .bethe import ocr
-    from .data.ocr import load_ocr
-    from .environment import set_threads
-
-    set_threads(1)
-    settings = _experiment_settings(ocr.Settings(), args.set)
-    table, words = ocr.run_fold(load_ocr(args.data_dir), args.fold, settings, seed=args.seed)
-    io.write_csv(args.out_dir / "words.csv", words)
-    io.write_csv(args.out_dir / "table.csv", table)  # last: the pipeline's sign of a finished fold
-    print(table.to_string(index=False, float_format=lambda value: f"{value:.2f}"))
-    print(f"-> {args.out_dir}")
-    return 0
-
-
-def _citation(args: argparse.Namespace) -> int:
-    from .bethe import citation
-    from .environment import set_threads
-
-    set_threads(1)
-    tables = citation.run(args.data_dir, _experiment_settings(citation.Settings(), args.set), seed=args.seed)
-    for name, table in tables.items():  # scores last: the pipeline's sign of a finished run
-        if name != "scores":
-            io.write_csv(args.out_dir / f"{name}.csv", table)
-    io.write_csv(args.out_dir / "scores.csv", tables["scores"])
-    print(tables["scores"].to_string(index=False))
-    print(f"-> {args.out_dir}")
-    return 0
-
-
-def _newton_train(args: argparse.Namespace) -> int:
-    import logging
-
-    from .data.registry import load
-    from .environment import set_threads
-    from .newton import experiment
-
-    logging.basicConfig(format="%(message)s")
-    logging.getLogger("crfbench.newton").setLevel(logging.INFO)  # TRON's radius and CG steps
-    settings = _experiment_settings(experiment.Settings(), args.set)
-    if settings.backend == "jax" or "lbfgs-optax" in settings.solvers:
-        import jax
-
-        jax.config.update("jax_enable_x64", True)  # the objective is float64
-    set_threads(1)  # after importing JAX, whose CPU pool it fixes too
-    tables = experiment.train(load("conll03-ner", args.data_dir), settings, progress=_solver_progress())
-    io.write_csv(args.out_dir / "trace.csv", tables["trace"])
-    io.write_csv(
-        args.out_dir / "solvers.csv", tables["solvers"]
-    )  # last: the pipeline's sign of a finished run
-    print(
-        tables["solvers"][["solver", "objective", "iterations", "seconds", "test_f1"]].to_string(index=False)
-    )
-    print(f"-> {args.out_dir}")
-    return 0
-
-
-def _solver_progress() -> Callable[[str, dict], None]:
-    """A tqdm bar per solver: its iterations, with objective, ‖∇f‖ and passes."""
-    from tqdm.auto import tqdm
-
-    bars: dict[str, tqdm] = {}
-
-    def update(solver: str, row: dict) -> None:
-        bar = bars.get(solver)
-        if bar is None:
-            for other in bars.values():
-                other.close()
-            bar = bars[solver] = tqdm(desc=solver, unit="it", leave=True)
-        bar.update(1)
-        bar.set_postfix(f=f"{row['objective']:.8g}", g=f"{row['gradient_norm']:.2e}", hv=row["hvp"])
-
-    return update
-
-
-def _newton_cost(args: argparse.Namespace) -> int:
-    from .environment import set_threads
-    from .newton import experiment
-
-    if args.backend == "jax":
-        import jax
-
-        jax.config.update("jax_enable_x64", True)
-    set_threads(1)  # after importing JAX, whose CPU pool it fixes too
-    given = {name: getattr(args, name) for name in ("tokens", "repeats") if getattr(args, name) is not None}
-    table = experiment.cost(experiment.CostGrid(**given), args.backend)
-    io.write_csv(args.out, table)
-    print(table.to_string(index=False))
-    print(f"-> {args.out}")
-    return 0
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value > 0 or value == float("inf"):
-        raise ValueError(f"must be a positive number, got {text!r}")
-    return value
-
-
-positive_float = _checked(_positive_float, "positive number")
-
-
-def _parse_train(args: argparse.Namespace) -> int:
-    from .parsing.run import ParseConfig
-    from .parsing.train import train
-
-    given = {
-        name: getattr(args, name)
-        for name in (
-            "learning_rate",
-            "epochs",
-            "patience",
-            "batch_size",
-            "max_train_sentences",
-            "max_eval_sentences",
-        )
-        if getattr(args, name) is not None
-    }
-    config = ParseConfig(args.dataset, args.loss, seed=args.seed, device=args.device, **given)
-    summary = train(config, args.run_dir, data_dir=args.data_dir)
-    print(
-        f"stopped by {summary['stopped_by']}: best dev UAS {100 * summary['best_dev_uas']:.2f} at epoch "
-        f"{summary['best_epoch']} (learning rate {config.learning_rate:g}) -> {args.run_dir}"
-    )
-    return 0
-
-
-def _parse_evaluate(args: argparse.Namespace) -> int:
-    from .parsing.evaluate import evaluate
-    from .schema import EVALUATION_FILE
-
-    table = evaluate(args.run_dir, data_dir=args.data_dir)
-    print(table.pivot_table(index="split", columns="metric", values="value", sort=False).mul(100).round(2))
-    print(f"-> {args.run_dir / EVALUATION_FILE}")
-    return 0
-
-
-def _experiment_settings(defaults: SettingsT, assignments: list[str]) -> SettingsT:
-    """The experiment's ``Settings`` dataclass ``defaults`` with the ``--set NAME=VALUE``
-    assignments applied (values read as YAML), each checked against its field's type."""
-    from .config import set_dotted
-    from .models.config import with_overrides
-
-    values: dict[str, object] = {}
-    for assignment in assignments:
-        set_dotted(values, assignment)
-    return with_overrides(defaults, values, "--set")
-
-
-def _add_setting_argument(command: argparse.ArgumentParser, example: str) -> None:
-    command.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help=f"override one of the experiment's Settings (value read as YAML), e.g. {example}",
-    )
-
-
 def _add_restart_argument(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--restart-if-changed",
@@ -429,7 +199,7 @@ def _add_common_arguments(command: argparse.ArgumentParser) -> None:
 
 def parser() -> argparse.ArgumentParser:
     """The argument parser, one sub-command per job."""
-    main = _Parser(prog="crfbench", description=__doc__)
+    main = Parser(prog="crfbench", description=__doc__)
     commands = main.add_subparsers(dest="command", required=True)
     agree = commands.add_parser(
         "agree", help="compare every method across backends and with NumPy oracles; exit 1 on disagreement"
@@ -547,112 +317,7 @@ def parser() -> argparse.ArgumentParser:
     )
     scaling.set_defaults(handler=_scaling)
 
-    bethe = commands.add_parser(
-        "bethe", help="the Bethe-projection paper's experiments (crfbench.bethe)"
-    ).add_subparsers(dest="experiment", required=True)
-    from .bethe import GRIDS
-
-    cgm = bethe.add_parser(
-        "cgm",
-        help="Table 5: Bethe-RDA against an interior-point solver on synthetic collective graphical models",
-    )
-    cgm.add_argument(
-        "--sizes", nargs="+", choices=list(GRIDS), default=list(GRIDS), help="edge cardinalities"
-    )
-    cgm.add_argument("--trials", type=positive_int, default=10, help="problems per size (the paper: 10)")
-    cgm.add_argument("--beta", type=float, default=0.0, help="Bethe-RDA's β (0: the paper's, no step size)")
-    cgm.add_argument("--seed", type=non_negative_int, default=0, help="random seed of the problems")
-    cgm.add_argument("--out", type=output_file, required=True, help="CSV file to write")
-    cgm.set_defaults(handler=_cgm)
-
-    ocr = bethe.add_parser(
-        "ocr", help="Table 4: one fold of OCR, the 2-gram CRF with and without template energies"
-    )
-    ocr.add_argument("--fold", type=_checked(_fold, "fold"), required=True, help="test fold, 0-9")
-    ocr.add_argument(
-        "--seed", type=non_negative_int, default=0, help="random seed (split, features, batches)"
-    )
-    _add_setting_argument(ocr, "max_train_words=500 (see crfbench/bethe/ocr.py Settings)")
-    ocr.add_argument("--data-dir", help="holds ocr-taskar/letter.data (default: $CRFBENCH_DATA)")
-    ocr.add_argument("--out-dir", type=output_dir, required=True, help="folder for table.csv and words.csv")
-    ocr.set_defaults(handler=_ocr)
-
-    citation = bethe.add_parser(
-        "citation", help="Table 1, Fig. 1: citation field extraction with soft global count constraints"
-    )
-    citation.add_argument(
-        "--seed", type=non_negative_int, default=0, help="random seed (batches, parameters)"
-    )
-    _add_setting_argument(citation, "max_citations=100 (see crfbench/bethe/citation.py Settings)")
-    citation.add_argument("--data-dir", help="holds umass-citation/ (default: $CRFBENCH_DATA)")
-    citation.add_argument("--out-dir", type=output_dir, required=True, help="folder for the run's tables")
-    citation.set_defaults(handler=_citation)
-
-    newton = commands.add_parser(
-        "newton", help="the Newton-CRF thesis's solvers on a feature CRF (crfbench.newton)"
-    ).add_subparsers(dest="experiment", required=True)
-    newton_train = newton.add_parser(
-        "train", help="every solver (TRON, L-BFGS, trust-ncg, CRFsuite, Adam) on CoNLL-2003 from λ = 0"
-    )
-    _add_setting_argument(newton_train, "train_sentences=4000 (see crfbench/newton/experiment.py Settings)")
-    newton_train.add_argument("--data-dir", help="holds conll2003/ (default: $CRFBENCH_DATA)")
-    newton_train.add_argument(
-        "--out-dir", type=output_dir, required=True, help="folder for trace.csv and solvers.csv"
-    )
-    newton_train.set_defaults(handler=_newton_train)
-    newton_cost = newton.add_parser("cost", help="seconds of one Hv (DP, autodiff) against one gradient")
-    newton_cost.add_argument(
-        "--backend", choices=["torch", "jax"], default="torch", help="the objective's backend"
-    )
-    newton_cost.add_argument("--tokens", type=positive_int, help="tokens per random corpus (default 4096)")
-    newton_cost.add_argument("--repeats", type=positive_int, help="best of this many calls (default 3)")
-    newton_cost.add_argument("--out", type=output_file, required=True, help="CSV file to write")
-    newton_cost.set_defaults(handler=_newton_cost)
-
-    from .parsing.treebank import LANGUAGES  # no torch
-    from .uses import PARSER_LOSSES
-
-    parse = commands.add_parser(
-        "parse", help="the SparseMAP paper's dependency parsers, Table 1 (crfbench.parsing)"
-    ).add_subparsers(dest="experiment", required=True)
-    parse_train = parse.add_parser(
-        "train", help="train a K&G BiLSTM parser with one loss; keep the best dev UAS"
-    )
-    parse_train.add_argument(
-        "--dataset", choices=list(LANGUAGES), required=True, help="the UD treebank's language"
-    )
-    parse_train.add_argument("--loss", choices=list(PARSER_LOSSES), required=True, help="the training loss")
-    parse_train.add_argument(
-        "--seed", type=non_negative_int, default=0, help="random seed (parameters, batches)"
-    )
-    parse_train.add_argument(
-        "--run-dir", type=output_dir, required=True, help="folder for config.json, model.pt, train.json"
-    )
-    parse_train.add_argument(
-        "--learning-rate", type=positive_float, help="Adam's (default 2e-3; the paper's grid: 5e-4 ... 8e-3)"
-    )
-    parse_train.add_argument("--epochs", type=positive_int, help="the epoch cap (default 30)")
-    parse_train.add_argument(
-        "--patience", type=positive_int, help="epochs without a better dev UAS (default 5)"
-    )
-    parse_train.add_argument("--batch-size", type=positive_int, help="sentences per update (default 32)")
-    parse_train.add_argument(
-        "--max-train-sentences", type=positive_int, help="the first n training sentences"
-    )
-    parse_train.add_argument(
-        "--max-eval-sentences", type=positive_int, help="the first n dev and test sentences"
-    )
-    parse_train.add_argument("--device", default="cpu", help="torch device (default cpu)")
-    parse_train.add_argument("--data-dir", help="holds ud-2.15/ (default: $CRFBENCH_DATA)")
-    parse_train.set_defaults(handler=_parse_train)
-    parse_evaluate = parse.add_parser(
-        "evaluate", help="UAS of a trained parser on dev and test; evaluation.csv"
-    )
-    parse_evaluate.add_argument(
-        "--run-dir", type=input_dir, required=True, help="a folder written by `parse train`"
-    )
-    parse_evaluate.add_argument("--data-dir", help="holds ud-2.15/ (default: $CRFBENCH_DATA)")
-    parse_evaluate.set_defaults(handler=_parse_evaluate)
+    add_study_commands(commands)
 
     gather = commands.add_parser("aggregate", help="concatenate per-run outputs of one kind into one table")
     gather.add_argument(

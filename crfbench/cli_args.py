@@ -1,0 +1,115 @@
+"""The command line's argument types and shared arguments: values checked as they are parsed, and
+user errors reported as one line (``crfbench.cli``)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from . import io
+from .io import CorruptFileError
+
+SettingsT = TypeVar("SettingsT")  # an experiment's Settings dataclass
+
+#: Errors that mean the user's input is at fault (a setting, an argument, a file): reported as one
+#: line ``crfbench <command>: error: <message>`` with exit status 2. Anything else is a bug and
+#: keeps its traceback.
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    ValueError,  # a bad setting or file content (json.JSONDecodeError and UnicodeDecodeError too)
+    FileNotFoundError,
+    IsADirectoryError,
+    NotADirectoryError,
+    PermissionError,
+    CorruptFileError,  # a truncated or damaged input file
+)
+
+
+def one_line(message: object) -> str:
+    """``message`` on one line: its lines joined with "; " (a user error is one line on stderr)."""
+    return "; ".join(line.strip() for line in str(message).splitlines() if line.strip())
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line too (``--help`` still shows the usage)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
+
+
+def checked(check: Callable[[str], object], name: str) -> Callable[[str], object]:
+    """An argparse ``type`` that runs ``check`` and reports a user error as a bad argument value."""
+
+    def convert(text: str) -> object:
+        try:
+            return check(text)
+        except USER_ERRORS as error:
+            raise argparse.ArgumentTypeError(one_line(error)) from None
+
+    convert.__name__ = name  # argparse names the type in some messages
+    return convert
+
+
+def _integer(least: int) -> Callable[[str], int]:
+    def convert(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < least:
+            kind = "a positive integer" if least == 1 else f"an integer >= {least}"
+            raise ValueError(f"must be {kind}, got {text!r}")
+        return value
+
+    return convert
+
+
+def fold(text: str) -> int:
+    fold = _integer(0)(text)
+    if fold > 9:
+        raise ValueError(f"must be a fold 0-9, got {text!r}")
+    return fold
+
+
+positive_int = checked(_integer(1), "positive integer")
+non_negative_int = checked(_integer(0), "non-negative integer")
+input_file = checked(lambda text: io.check_input_file(Path(text)), "input file")
+input_dir = checked(lambda text: io.check_input_dir(Path(text)), "input directory")
+output_file = checked(lambda text: io.check_output_file(Path(text)), "output file")
+output_dir = checked(lambda text: io.check_output_dir(Path(text)), "output directory")
+
+
+def positive_number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"must be a positive number, got {text!r}")
+    return value
+
+
+positive_float = checked(positive_number, "positive number")
+
+
+def experiment_settings(defaults: SettingsT, assignments: list[str]) -> SettingsT:
+    """The experiment's ``Settings`` dataclass ``defaults`` with the ``--set NAME=VALUE``
+    assignments applied (values read as YAML), each checked against its field's type."""
+    from .config import set_dotted
+    from .models.config import with_overrides
+
+    values: dict[str, object] = {}
+    for assignment in assignments:
+        set_dotted(values, assignment)
+    return with_overrides(defaults, values, "--set")
+
+
+def add_setting_argument(command: argparse.ArgumentParser, example: str) -> None:
+    command.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help=f"override one of the experiment's Settings (value read as YAML), e.g. {example}",
+    )
