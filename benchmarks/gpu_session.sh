@@ -15,7 +15,7 @@
 # installed (the current python3 runs), the timing stage times the synthetic task's first batches on
 # the CPU (fresh network, torch.compile's aot_eager backend), and the asv stage runs torch's chunk at
 # the `check` profile's one point on the CPU. STAGES (default "check timing asv")
-# picks the stages to run, and PARTS (default "torch jax roofline decode jax-loss others") the
+# picks the stages to run, and PARTS (default "crossover torch jax roofline decode jax-loss others") the
 # parts of the asv stage, each run in that order where named: a session that follows one which
 # measured torch's grid can go straight to JAX's with PARTS="jax roofline jax-loss".
 set -uo pipefail
@@ -42,7 +42,7 @@ pack() {  # the tarball of everything measured so far, replaced atomically; not 
 DRY_RUN=${GPU_SESSION_DRY_RUN:-}
 if [ -n "$DRY_RUN" ]; then
     ASV_DEVICE=cpu TIMING_DEVICE=cpu ASV_PROFILE=check LENGTHS=16
-    TIMED_DATASETS=synthetic PARTS=${PARTS:-torch}
+    TIMED_DATASETS=synthetic PARTS=${PARTS:-crossover torch}
     export CRFBENCH_COMPILE_BACKEND=aot_eager  # traces as inductor would, compiles nothing
 else
     ASV_DEVICE=gpu TIMING_DEVICE=cuda ASV_PROFILE=regular LENGTHS="1024 256 64 16"
@@ -124,13 +124,20 @@ asv_run() {  # asv_run REGEX [JAX_PLATFORMS]
     pack
 }
 chunk() {  # chunk BACKEND CLASS_REGEX METHOD_REGEX LENGTH_REGEX TAGS_REGEX [JAX_PLATFORMS]
-    asv_run "^bench_inference\.($2)\.time_[a-z_]+\('$1', '($3)', ($4), ($5), [0-9]+, '$ASV_DEVICE'\)$" "${6:-}"
+    # torch compiled (CUDA graphs) and eager beside it; JAX is always jitted (mode compiled)
+    asv_run "^bench_inference\.($2)\.time_[a-z_]+\('$1', '($3)', ($4), ($5), [0-9]+, '$ASV_DEVICE', '(compiled|eager)'\)$" "${6:-}"
+}
+crossover() {  # crossover BACKEND LENGTH_REGEX [JAX_PLATFORMS]: every method, operation, T and B
+    asv_run "^bench_crossover\.Crossover\.time_crossover\('$1', '[a-z0-9-]+', '[a-z_]+', ($2), [0-9]+, [0-9]+, '$ASV_DEVICE'\)$" "${3:-}"
 }
 export CRFBENCH_ASV_PROFILE=$ASV_PROFILE
 PAPER='crf|bcrf-10'
 EVERY='[0-9]+'
-PARTS=" ${PARTS:-torch jax roofline decode jax-loss others} "
+PARTS=" ${PARTS:-crossover torch jax roofline decode jax-loss others} "
 part() { [[ $PARTS == *" $1 "* ]]; }  # part NAME: whether PARTS names it
+# Where BCRF overtakes each baseline (the crossover figure), compiled, torch then JAX, largest N first
+part crossover && for length in $LENGTHS; do crossover torch "$length" cpu; done
+part crossover && for length in $LENGTHS; do crossover jax "$length"; done
 part torch && for length in $LENGTHS; do chunk torch 'Marginals|LossAndGrad' "$PAPER" "$length" "$EVERY" cpu; done
 part jax && for length in $LENGTHS; do chunk jax Marginals "$PAPER" "$length" '32|128'; done
 part roofline && asv_run "^bench_roofline\.(MemoryBandwidth\.\w+\('(torch|jax)', 'gpu'\)|IBPBandwidth\.\w+\('(torch|jax)', 'gpu', 256, 128, 8\))$"
