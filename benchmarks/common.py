@@ -64,6 +64,15 @@ CROSSOVER_METHODS = ("crf", "crf-scan", "bcrf-5", "bcrf-10", "pytorch-crf")
 
 
 @dataclass(frozen=True)
+class TreeGrid:
+    """The dependency-tree benchmarks' grid (``bench_trees``): sentence lengths N (words, scores
+    (B, N+1, N+1)) and batch sizes; a tree method has no tag set, so no T."""
+
+    lengths: tuple[int, ...]  # N
+    batch: tuple[int, ...]  # B
+
+
+@dataclass(frozen=True)
 class Grid:
     """The parameter values and timing budget of one profile."""
 
@@ -80,6 +89,7 @@ class Grid:
     crossover: CrossoverGrid = field(
         default=CrossoverGrid((16, 64, 256, 1024), (4, 9, 17, 50), (8, 32, 256), CROSSOVER_METHODS)
     )
+    trees: TreeGrid = field(default=TreeGrid((8, 16, 32, 64, 128), (8,)))
 
 
 _FAST = Grid(
@@ -90,6 +100,7 @@ _FAST = Grid(
     rounds=1,
     element_cap={"cpu": 2**22, "gpu": 2**28},
     crossover=CrossoverGrid((16, 256), (4, 17), (8,), CROSSOVER_METHODS),
+    trees=TreeGrid((8, 32), (8,)),
 )
 
 PROFILES = {
@@ -105,6 +116,7 @@ PROFILES = {
         num_tags=(32,),
         compiled=("unstructured",),
         crossover=CrossoverGrid((16,), (17,), (8,), ("crf", "pytorch-crf")),
+        trees=TreeGrid((8,), (8,)),
     ),
     "fast": _FAST,
     "regular": Grid(

@@ -14,6 +14,9 @@ float64 and (1e-4, 1e-5) in float32; decoded tags are compared as the fraction o
 differ, which must be 0 (float64) or at most 2 % (float32: near-ties may break either way), and
 against brute force by the score of the decoded path, which must be the best score.
 
+The dependency-tree methods (``tree-crf``) are checked on arc scores by ``crfbench.agreement_trees``,
+into the same table, on their own small lengths (``Grid.tree_lengths``).
+
 Which oracle checks a method is the method's registry entry (``implementations.registry``); how
 this report names that oracle, and the options it runs a method and its oracle with, are
 :data:`SETTINGS` here.
@@ -56,10 +59,13 @@ class Grid:
     num_tags: tuple[int, ...] = (2, 5, 17)
     neg_inf: tuple[bool, ...] = (False, True)
     dtypes: tuple[str, ...] = ("float32", "float64")
+    #: words of the longest sentence of the dependency-tree batches (the enumeration oracle lists
+    #: every tree: N ≤ 5)
+    tree_lengths: tuple[int, ...] = (1, 2, 3, 4, 5)
 
 
 FULL_GRID = Grid()
-QUICK_GRID = Grid(lengths=(1, 2, 3, 8), num_tags=(2, 5))
+QUICK_GRID = Grid(lengths=(1, 2, 3, 8), num_tags=(2, 5), tree_lengths=(5,))
 
 
 @dataclass(frozen=True)
@@ -142,6 +148,8 @@ SETTINGS: Mapping[str, Setting] = {
     "sparsemap": Setting("enumeration-qp", {"max_support": 64}),
     # the loop oracle runs every iteration
     "bethe": Setting("mirror-descent-loop", {"iterations": 10, "tolerance": None}, _measurements),
+    # the dependency-tree methods (``crfbench.agreement_trees``)
+    "tree-crf": Setting("enumeration"),
 }
 #: The NumPy oracles the report checks the methods against, by the names it gives them.
 ORACLE_NAMES: tuple[str, ...] = tuple(dict.fromkeys(setting.oracle_name for setting in SETTINGS.values()))
@@ -261,7 +269,7 @@ def _decoded_path_scores(tags: np.ndarray, instance: Instance) -> np.ndarray:
     )
 
 
-def _release_compiled(backends: tuple[str, ...]) -> None:
+def release_compiled(backends: tuple[str, ...]) -> None:
     """Drop JAX's compiled programs: those of one shape (N, T) are never reused once the grid
     moves on, and a full grid's worth (SparseMAP's solver loops among them) exhausts the process's
     memory mappings (LLVM: "Unable to allocate section memory")."""
@@ -272,12 +280,13 @@ def _release_compiled(backends: tuple[str, ...]) -> None:
 
 
 def agreement_rows(grid: Grid, backends: tuple[str, ...]) -> Iterator[dict[str, object]]:
-    """One row per comparison, over the whole grid."""
+    """One row per comparison, over the whole grid: the chain methods', then the dependency-tree
+    methods' (``crfbench.agreement_trees``, which builds on this module, so imported here)."""
     points = itertools.product(grid.lengths, grid.num_tags, grid.neg_inf)
     shape = None
     for seed, (length, num_tags, neg_inf) in enumerate(points):
         if (length, num_tags) != shape:  # with and without -inf share the shape's programs
-            _release_compiled(backends)
+            release_compiled(backends)
             shape = (length, num_tags)
         instance = make_instance(length, num_tags, neg_inf, seed)
         for method in implementations.METHODS:
@@ -318,6 +327,9 @@ def agreement_rows(grid: Grid, backends: tuple[str, ...]) -> Iterator[dict[str, 
                                 strict=True,
                             )
                         )
+    from .agreement_trees import tree_rows
+
+    yield from tree_rows(grid, backends)
 
 
 def markdown_report(table: pd.DataFrame) -> str:

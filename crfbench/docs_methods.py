@@ -1,7 +1,8 @@
 """Generate ``docs/methods.md`` from the method registry, so the page cannot drift from the code.
 
 What a method *is* (its options with their defaults, checks' meaning and the functions that take
-them, its oracle) is read from ``implementations.registry.REGISTRY``; how the engine uses it (its
+them, its oracle) is read from ``implementations.registry.REGISTRY``, and for the dependency-tree
+methods, in a part of their own, from ``DEPENDENCY_REGISTRY``; how the engine uses it (its
 training losses and decoders) from ``crfbench.uses``, and how the agreement report checks it from
 ``crfbench.agreement.SETTINGS``; what none of them holds (how each method computes,
 the solver records, the checks beyond the contract, the JAX backend, mean field's hard
@@ -19,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from implementations.registry import REGISTRY
+from implementations.registry import DEPENDENCY_REGISTRY, REGISTRY
 
 from .agreement import SETTINGS
 from .uses import DECODERS, LOSSES
@@ -136,7 +137,35 @@ Prop. 1 Jacobian (reverse over reverse only in JAX, as for any `custom_vjp`). Th
 batched active set, its degenerate entries, the backward pass, the losses) are in
 [derivations.md](derivations.md) §8.
 """,
+    "tree-crf": """\
+`loss` is `log Z − score(gold tree)`. In JAX every function but `decode` is jitted once per shape
+and dtype; in torch it runs eagerly. The elimination never subtracts, so `log Z` and its gradient
+keep their digits on peaked distributions, in float32 as in float64 (about N · eps · max|score|
+absolute). Cost: O(N³) work in N dependent steps.
+""",
 }
+
+#: The dependency-tree part: what its methods share, before their sections.
+DEPENDENCY_TREES = """\
+## Dependency trees
+
+The dependency-tree methods have their own, smaller contract (`implementations.dependency_contract`):
+arc scores `scores (B, N+1, N+1)`, `scores[b, h, m]` for the arc `h -> m`, node 0 the root,
+`lengths (B,)` counting words, `-inf` forbidding an arc; gold trees are heads `(B, N+1)`, `-1` at
+index 0. They live in `implementations.registry.DEPENDENCY_REGISTRY`, apart from the chain
+methods' registry, so the chain machinery (experiments, the scaling benchmarks) never meets them;
+`implementations.get(method, backend)` returns them with `log_partition`, `marginals`, `decode`
+and `loss(scores, lengths, heads)`. A tree has exactly one word on the root (the UD convention).
+Its `log Z` sums over every such non-projective tree by the matrix-tree theorem in its single-root
+form (Koo et al., 2007): `Z = Σ_c exp(scores[0, c]) · Z_c`, where `Z_c`, the weight of every
+spanning arborescence of the words rooted at word `c`, is a principal minor of the words'
+Laplacian, computed by a log-space elimination of the words
+(`implementations/kernels/dependency.py`); the marginals are its gradient. Decoding is
+Chu-Liu-Edmonds on a host copy of the scores (`implementations.arborescence`): it synchronises
+with the device and cannot run under `jax.jit`. The agreement report checks them against
+enumeration of every tree (`crfbench/agreement_trees.py`, N ≤ 5) and torch-struct; the benchmarks
+time them in `benchmarks/bench_trees.py`.
+"""
 
 FOOTER = """\
 ## Solver records: `solve`
@@ -250,9 +279,11 @@ def _use(use: Use) -> str:
     return text + ")"
 
 
-def method_section(method: Method) -> str:
-    """The section of one method: summary, prose notes, functions, options and uses."""
-    lines = [f"## `{method.name}`", "", f"{method.summary[0].upper()}{method.summary[1:]}.", ""]
+def method_section(method: Method, level: int = 2) -> str:
+    """The section of one method, under a heading of ``level``: summary, prose notes, functions,
+    options and uses."""
+    heading = "#" * level
+    lines = [f"{heading} `{method.name}`", "", f"{method.summary[0].upper()}{method.summary[1:]}.", ""]
     note = NOTES.get(method.name)
     if note:
         lines += [note.rstrip(), ""]
@@ -282,10 +313,14 @@ def method_section(method: Method) -> str:
 
 
 def render() -> str:
-    """The whole page: header, one section per registered method (registry order), footer."""
+    """The whole page: header, one section per registered method (registry order), the
+    dependency-tree part (its methods' sections under it), footer."""
     index = ", ".join(f"[`{name}`](#{name})" for name in REGISTRY)
-    parts = [HEADER, f"Methods: {index}.\n"]
+    trees = ", ".join(f"[`{name}`](#{name})" for name in DEPENDENCY_REGISTRY)
+    parts = [HEADER, f"Methods: {index}; dependency trees: {trees}.\n"]
     parts += [method_section(method) for method in REGISTRY.values()]
+    parts.append(DEPENDENCY_TREES)
+    parts += [method_section(method, level=3) for method in DEPENDENCY_REGISTRY.values()]
     parts.append(FOOTER)
     return "\n".join(parts)
 

@@ -44,7 +44,8 @@ def test_check_flag_reports_a_stale_page(tmp_path: Path):
 
 def test_every_method_and_option_is_documented():
     page = docs_methods.render()
-    for method in docs_methods.REGISTRY.values():
+    assert "## Dependency trees" in page
+    for method in [*docs_methods.REGISTRY.values(), *docs_methods.DEPENDENCY_REGISTRY.values()]:
         assert f"## `{method.name}`" in page
         for option in method.options:
             assert f"| `{option.name}` |" in page

@@ -29,6 +29,7 @@ MODULES = (
     "bench_newton",
     "bench_bethe",
     "bench_crossover",
+    "bench_trees",
 )
 
 
@@ -156,6 +157,54 @@ def test_crossover_grids_are_the_paper_tag_sets_and_grow_with_the_profile(name):
     )
 
 
+@pytest.mark.parametrize("name", list(common.PROFILES))
+def test_tree_grids_span_8_to_128_words_and_grow_with_the_profile(name):
+    grid = common.PROFILES[name].trees
+    assert min(grid.lengths) >= 8 and max(grid.lengths) <= 128
+    assert all(math.log2(n).is_integer() for n in grid.lengths)
+    check = common.PROFILES["check"].trees
+    assert len(check.lengths) == len(check.batch) == 1  # CI: one point
+    assert set(check.lengths) <= set(grid.lengths) and set(check.batch) <= set(grid.batch)
+    assert {8, 128} <= set(common.PROFILES["regular"].trees.lengths)
+
+
+@pytest.mark.parametrize("variant", ["tree-crf"])
+@pytest.mark.parametrize("name", ["log_partition", "loss_and_grad", "marginals", "decode"])
+def test_the_timed_tree_call_is_the_contract_call_in_both_backends(variant, name):
+    """Every dependency-tree operation, at a tiny size, computes what the contract says in torch,
+    and the same numbers in JAX (jitted)."""
+    pytest.importorskip("jax")
+    import implementations
+    from benchmarks import bench_trees
+
+    assert set(bench_trees.TREE_VARIANTS) <= set(implementations.DEPENDENCY_METHODS)
+    trees = bench_trees.random_trees("torch", "cpu", 3, 5)
+    timed = _numpy(bench_trees.tree_operation("torch", variant, name, trees)())
+    scores, lengths, heads = trees
+    module = implementations.get(bench_trees.TREE_VARIANTS[variant].method, "torch")
+    if name == "loss_and_grad":
+        scores = scores.clone().requires_grad_()
+        total = module.loss(scores, lengths, heads).sum()
+        total.backward()
+        direct = _numpy((total, scores.grad))
+    else:
+        direct = _numpy(getattr(module, name)(scores, lengths))
+    jax_trees = bench_trees.random_trees("jax", "cpu", 3, 5)
+    jax_timed = _numpy(bench_trees.tree_operation("jax", variant, name, jax_trees)())
+    assert len(timed) == len(direct) == len(jax_timed)
+    for ours, contract, other in zip(timed, direct, jax_timed, strict=True):
+        np.testing.assert_array_equal(ours, contract)
+        np.testing.assert_allclose(other, ours, rtol=2e-4, atol=2e-5)
+
+
+def test_random_gold_trees_are_single_root_trees():
+    from benchmarks import bench_trees
+    from implementations import arborescence
+
+    heads = bench_trees.random_heads(np.random.default_rng(0), 4, 9)
+    assert all(arborescence.tree_problem(row, 9) is None for row in heads)
+
+
 def _smallest_points(cls):
     """Every combination of the class's parameters with N, T and B at their smallest, the CPU and
     torch (JAX's timed calls are checked above; CI's asv run, .ci/asv-check, runs its benchmarks);
@@ -174,7 +223,8 @@ def _benchmark_classes():
     for module_name in MODULES:
         module = importlib.import_module(f"benchmarks.{module_name}")
         for name, cls in inspect.getmembers(module, inspect.isclass):
-            if cls.__module__ == module.__name__ and not name.startswith("_"):
+            record = issubclass(cls, tuple)  # a NamedTuple of inputs (bench_trees.TreeBatch), no benchmark
+            if cls.__module__ == module.__name__ and not name.startswith("_") and not record:
                 yield pytest.param(cls, id=f"{module_name}.{name}")
 
 

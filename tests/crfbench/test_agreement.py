@@ -3,11 +3,13 @@ and fails (exit 1) when an implementation is off by more than its tolerance."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from crfbench import agreement, cli
+from crfbench import agreement, agreement_trees, cli
 
 TINY = agreement.Grid(lengths=(1, 3), num_tags=(2, 3), neg_inf=(False, True), dtypes=("float64",))
 
@@ -56,10 +58,16 @@ def test_report_on_the_real_implementations(tmp_path):
         "unstructured",
         "sparsemap",
         "bethe",
+        "tree-crf",
     }
-    assert {"brute-force", "ibp-loop", "meanfield-loop", "closed-form", "enumeration-qp"} <= set(
-        written.backend_b
-    )
+    assert {
+        "brute-force",
+        "ibp-loop",
+        "meanfield-loop",
+        "closed-form",
+        "enumeration-qp",
+        "enumeration",
+    } <= set(written.backend_b)
     text = report.read_text()
     assert f"{len(table)} comparisons, 0 outside tolerance" in text
     assert not list(tmp_path.rglob(".*.tmp")), "temporary files left behind"
@@ -82,3 +90,45 @@ def test_a_wrong_implementation_fails_the_command(tmp_path, monkeypatch):
     failures = pd.read_csv(csv).query("not ok")
     assert set(failures.method) == {"bcrf"} and set(failures.function) == {"log_partition"}
     assert "Outside tolerance" in report.read_text()
+
+
+def test_tree_crf_agrees_across_backends_with_enumeration_and_torch_struct():
+    """tree-crf's rows: torch against JAX, both against enumeration, torch against torch-struct
+    (without -inf), for log Z, the arc marginals and the decoded trees, all within tolerance; the
+    batches hold shorter, padded sentences (``agreement_trees.make_tree_instance``)."""
+    backends = ("torch", "jax") if importlib.util.find_spec("jax") else ("torch",)
+    grid = agreement.Grid(lengths=(), tree_lengths=(4,), dtypes=("float32", "float64"))
+    table = pd.DataFrame(agreement_trees.tree_rows(grid, backends), columns=agreement.COLUMNS)
+    assert set(table.method) == {"tree-crf"} and table.ok.all(), table[~table.ok]
+    assert set(table.function) == {"log_partition", "marginals", "decode"}
+    assert set(table.N) == {4} and set(table["T"]) == {0}
+    expected = {"enumeration", *backends[1:]}
+    if importlib.util.find_spec("torch_struct"):
+        expected.add(agreement_trees.TORCH_STRUCT)
+        peer = table[table.backend_b == agreement_trees.TORCH_STRUCT]
+        assert (peer.tolerance == agreement_trees.TORCH_STRUCT_TOLERANCE[0]).all()
+        assert not peer.neg_inf.all()  # it is skipped where an arc is -inf
+    assert set(table.backend_b) == expected
+
+
+def test_decoded_trees_agree_at_a_tie_and_not_otherwise():
+    """Two different trees of equal score agree (error 0); a worse one is off by its score gap."""
+    scores = np.full((1, 3, 3), -np.inf)
+    scores[0, 0, 1] = scores[0, 0, 2] = 1.0  # root -> 1 or root -> 2, each with the other word below
+    scores[0, 1, 2] = scores[0, 2, 1] = 0.5
+    instance = agreement_trees.TreeInstance(scores, np.array([2]))
+    tolerance = agreement.TOLERANCES["float64"]
+    left, right = np.array([[-1, 0, 1]]), np.array([[-1, 2, 0]])
+    assert agreement_trees.compare_trees(left, right, instance, tolerance)[0] == 0.0
+    scores[0, 0, 2] = 0.0
+    assert agreement_trees.compare_trees(right, left, instance, tolerance)[0] == pytest.approx(1.0)
+
+
+def test_tree_instances_are_feasible_and_padded_with_garbage():
+    from implementations import arborescence
+
+    instance = agreement_trees.make_tree_instance(5, neg_inf=True, seed=3)
+    assert np.isneginf(instance.scores).any() and (instance.scores == 1e4).any()
+    for b, n in enumerate(instance.lengths.tolist()):
+        heads = arborescence.best_tree(instance.scores[b], n)
+        assert np.isfinite(arborescence.tree_score(arborescence.arcs(instance.scores[b], n), heads))
