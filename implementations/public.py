@@ -155,7 +155,8 @@ def _doc(method: Method, function: str, kernel: Callable[..., Any]) -> str:
 
 
 class TreeFunction(Protocol):
-    """A dependency-tree function of the arc scores: ``marginals``, ``decode``, ``log_partition``."""
+    """A dependency-tree function of the arc scores: ``marginals``, ``decode``, ``log_partition``,
+    ``solve``."""
 
     def __call__(self, scores: Any, lengths: Any, *, validate: Any = True, **options: Any) -> Any: ...
 
@@ -170,10 +171,10 @@ class TreeTargetFunction(Protocol):
 
 class DependencyBound:
     """One dependency-tree method (``structure="dependency"``) in one backend: ``marginals``,
-    ``decode`` and ``log_partition`` of ``(scores, lengths)`` and ``loss`` of ``(scores, lengths,
-    heads)``, keyword options checked by the registry, inputs by ``checks``
-    (``implementations.dependency_contract``). The kernels are written once over the ops
-    namespace, which the arrays' type selects."""
+    ``decode`` and ``log_partition`` (and ``solve`` for an iterative method) of ``(scores,
+    lengths)`` and ``loss`` of ``(scores, lengths, heads)``, keyword options checked by the
+    registry, inputs by ``checks`` (``implementations.dependency_contract``). The kernels are
+    written once over the ops namespace, which the arrays' type selects."""
 
     method: Method
     backend: str
@@ -181,6 +182,7 @@ class DependencyBound:
     decode: TreeFunction
     log_partition: TreeFunction
     loss: TreeTargetFunction
+    solve: TreeFunction  # iterative methods only: an AttributeError otherwise, as for any name
 
     def __init__(self, method: Method, backend: str, kernels: ModuleType, checks: ModuleType):
         self.method, self.backend = method, backend
@@ -188,6 +190,8 @@ class DependencyBound:
         self.decode = _tree_public(method, "decode", kernels.decode, checks.check_scores)
         self.log_partition = _tree_public(method, "log_partition", kernels.log_partition, checks.check_scores)
         self.loss = _tree_public(method, "loss", kernels.loss, checks.check_gold)
+        if method.iterative:
+            self.solve = _tree_public(method, "solve", kernels.solve, checks.check_scores)
 
     def __repr__(self) -> str:
         return f"<{self.method.name} ({self.backend}): {', '.join(self.method.functions)}>"

@@ -29,7 +29,8 @@ SOLVE = "solve"
 #: The structures a method predicts: tag sequences (the contract of ``docs/contract.md``) or
 #: dependency trees (``(scores, lengths)`` of arc scores, ``implementations.kernels.dependency``).
 STRUCTURES = ("chain", "dependency")
-#: The functions of a dependency-tree method, in the order the documentation lists them.
+#: The functions of a dependency-tree method, in the order the documentation lists them (and
+#: ``solve`` for an iterative one).
 DEPENDENCY_FUNCTIONS = ("marginals", "decode", "loss", "log_partition")
 
 Check = Callable[[str, Any], None]  # raises ValueError naming the option
@@ -134,7 +135,7 @@ class Method:
     @property
     def functions(self) -> tuple[str, ...]:
         if self.structure == "dependency":
-            return DEPENDENCY_FUNCTIONS
+            return DEPENDENCY_FUNCTIONS + ((SOLVE,) if self.iterative else ())
         return FUNCTIONS + ((SOLVE,) if self.iterative else ())
 
     def default(self, option: str, function: str) -> Any:
@@ -350,6 +351,19 @@ TREE_CRF = Method(
     structure="dependency",
 )
 
+TREE_SPARSEMAP = Method(
+    name="tree-sparsemap",
+    kernel="tree_sparsemap",
+    summary="SparseMAP over non-projective single-root dependency trees: the chain's solvers, "
+    "Chu-Liu-Edmonds as the oracle",
+    # the chain's options but the oracle, which is Chu-Liu-Edmonds here
+    options=tuple(option for option in SPARSEMAP.options if option.name != "oracle"),
+    oracle="tree_sparsemap",
+    # the solver's (B, K, N+1, N+1) indicators of the support, K = max_support (32 by default)
+    largest_intermediate=lambda batch, words, _: batch * 32 * (words + 1) ** 2,
+    structure="dependency",
+)
+
 #: Every chain method (``implementations.METHODS``), in the order listings show them: the methods of
 #: the sequence-labelling contract, which the experiments, benchmarks and documentation iterate over.
 REGISTRY: Mapping[str, Method] = MappingProxyType(
@@ -358,7 +372,9 @@ REGISTRY: Mapping[str, Method] = MappingProxyType(
 
 #: Every dependency-tree method (``implementations.DEPENDENCY_METHODS``): their own, smaller
 #: contract over arc scores, outside :data:`REGISTRY` so the chain machinery never meets them.
-DEPENDENCY_REGISTRY: Mapping[str, Method] = MappingProxyType({TREE_CRF.name: TREE_CRF})
+DEPENDENCY_REGISTRY: Mapping[str, Method] = MappingProxyType(
+    {method.name: method for method in (TREE_CRF, TREE_SPARSEMAP)}
+)
 
 
 def method(name: str) -> Method:

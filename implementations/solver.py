@@ -96,3 +96,21 @@ class BetheOutput(NamedTuple):
     def error(self) -> Array:
         """(B,) the change in the last iteration run."""
         return self.errors[self.iterations - 1]
+
+
+class TreeSparseMAPOutput(NamedTuple):
+    """``solve`` of ``tree-sparsemap``: SparseMAP over dependency trees, its support in fixed-size
+    slots (``max_support`` = K); shapes for B sentences padded to N words."""
+
+    marginals: Array  # (B, N+1, N+1) μ*[b, h, m]: the support's weight on the arc h -> m
+    value: Array  # (B,) θᵀy* − ½‖μ*‖² (what ``log_partition`` returns)
+    iterations: Any  # iterations run: a Python int when called eagerly, a 0-d array under jax.jit
+    converged: Array  # (B,) bool: the gap reached the tolerance (not stopped by a full support)
+    errors: Array  # (iterations, B) Wolfe gap after each iteration; NaN for iterations not run
+    trees: Array  # (B, K, N+1) the support's heads; -1 at index 0, on padding and on empty slots
+    weights: Array  # (B, K) their weights y*, summing to 1; 0 on empty slots
+
+    @property
+    def error(self) -> Array:
+        """(B,) the gap after the last iteration run."""
+        return self.errors[self.iterations - 1]

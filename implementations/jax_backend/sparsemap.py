@@ -50,25 +50,33 @@ def _solve(
 ) -> kernel.Solution:
     """Run ``solver`` to convergence (or its limits) on scores held constant, in the working dtype
     (:func:`_working`); the marginals, value and gaps come back in the scores' dtype."""
-    working = _working()
     with jax.default_matmul_precision("highest"):  # torch's: no TF32 on a GPU, even in float32
-        oracles = {"oracles": _ORACLES, "score": _scores.gold_score, "working": working}
+        oracles = {"oracles": _ORACLES, "score": _scores.gold_score, "working": _working()}
         problem, state = contract.begin(
             emissions, transitions, lengths, start, end, oracle, tolerance, max_support, **oracles
         )
-        errors = jnp.full((iterations, lengths.shape[0]), jnp.nan, working)
+        return loop(problem, state, solver, iterations, emissions.dtype)
 
-        def unfinished(carry: tuple[Array, kernel.State, Array]) -> Array:
-            k, state, _ = carry  # the first iteration always runs, as the torch loop's
-            return (k < iterations) & ((k == 0) | ~state.done.all())
 
-        def body(carry: tuple[Array, kernel.State, Array]) -> tuple[Array, kernel.State, Array]:
-            k, state, errors = carry
-            state = kernel.iterate(problem, state, solver)
-            return k + 1, state, errors.at[k].set(jnp.maximum(state.gap, 0))
+def loop(
+    problem: kernel.Problem, state: kernel.State, solver: str, iterations: int, dtype: Any
+) -> kernel.Solution:
+    """The ``lax.while_loop`` of any structure's problem (the chain's, ``tree-sparsemap``'s), traced
+    inside the caller's ``jax.jit`` under its matmul precision: ``solver``'s iterations until every
+    row is done or ``iterations`` ran (at least one), then the solution in ``dtype``."""
+    errors = jnp.full((iterations, problem.lengths.shape[0]), jnp.nan, _working())
 
-        run, state, errors = lax.while_loop(unfinished, body, (jnp.asarray(0, dtype=int), state, errors))
-        return kernel.finish(problem, state, solver, run, errors, emissions.dtype)
+    def unfinished(carry: tuple[Array, kernel.State, Array]) -> Array:
+        k, state, _ = carry  # the first iteration always runs, as the torch loop's
+        return (k < iterations) & ((k == 0) | ~state.done.all())
+
+    def body(carry: tuple[Array, kernel.State, Array]) -> tuple[Array, kernel.State, Array]:
+        k, state, errors = carry
+        state = kernel.iterate(problem, state, solver)
+        return k + 1, state, errors.at[k].set(jnp.maximum(state.gap, 0))
+
+    run, state, errors = lax.while_loop(unfinished, body, (jnp.asarray(0, dtype=int), state, errors))
+    return kernel.finish(problem, state, solver, run, errors, dtype)
 
 
 Options = tuple[tuple[str, Any], ...]

@@ -49,10 +49,16 @@ from . import sparsemap_algebra as algebra
 
 
 class Problem(NamedTuple):
-    """One batch's scores, held constant in the working dtype, and the solver's fixed settings."""
+    """One batch's scores, held constant in the working dtype, and the solver's fixed settings.
+
+    The solvers see a structure only through ``oracle`` and ``score`` and through its atoms as
+    ``paths`` (one "tag" per position, -1 where none): any structure whose indicator vector is a
+    one-hot per position fits, the penalty ``½‖u‖²`` falling on all of it. The chain passes its
+    tags; ``tree-sparsemap`` passes each word's head (``kernels/tree_sparsemap.py``), with
+    ``transitions`` None, so there is no ``pairwise``."""
 
     emissions: Any  # (B, N, T)
-    transitions: Any  # (T, T) or (B, N-1, T, T)
+    transitions: Any  # (T, T) or (B, N-1, T, T); None for a structure without them (trees)
     lengths: Any  # (B,)
     start: Any | None
     end: Any | None
@@ -88,7 +94,7 @@ class Solution(NamedTuple):
     active: Any  # (B, K)
     inverse: Any  # (B, K+1, K+1) KKT inverse on the support (the backward pass's), working dtype
     unary: Any  # (B, N, T) u*
-    pairwise: Any  # (B, N-1, T, T) v*
+    pairwise: Any  # (B, N-1, T, T) v*; None without transitions
     value: Any  # (B,) θᵀy* − ½‖u*‖²
     iterations: Any  # a Python int (torch) or a 0-d integer array (jax)
     converged: Any  # (B,)
@@ -361,7 +367,9 @@ def finish(problem: Problem, state: State, solver: str, iterations: Any, errors:
     o = ops.of(state.weights)
     num_tags = problem.emissions.shape[-1]
     unary = algebra.unary(state.paths, state.weights, num_tags)
-    pairwise = algebra.pairwise(state.paths, state.weights, num_tags)
+    pairwise = None
+    if problem.transitions is not None:
+        pairwise = o.astype(algebra.pairwise(state.paths, state.weights, num_tags), dtype)
     value = (state.weights * state.theta).sum(-1) - 0.5 * (unary * unary).sum((1, 2))
     if solver == "active-set":
         inverse = state.inverse
@@ -373,7 +381,7 @@ def finish(problem: Problem, state: State, solver: str, iterations: Any, errors:
         state.active,
         inverse,
         o.astype(unary, dtype),
-        o.astype(pairwise, dtype),
+        pairwise,
         o.astype(value, dtype),
         iterations,
         state.done & ~state.stalled,
@@ -416,15 +424,24 @@ def marginals_gradients(
     ``Σ_k r_k a_k``. Linear in ``(g_u, g_v)`` with the support held fixed, so it differentiates
     again (to 0 in the scores, the Jacobian being piecewise constant); ``shared``: the
     transitions are (T, T)."""
-    o = ops.of(grad_unary)
-    max_support, num_tags = active.shape[1], grad_unary.shape[-1]
-    along = algebra.path_sums(paths, grad_unary, grad_pairwise)
-    along = o.astype(o.where(active, along, 0.0), inverse.dtype)
-    direction = (inverse[:, :max_support, :max_support] @ along[..., None])[..., 0]
-    direction = o.astype(o.where(active, direction, 0.0), grad_unary.dtype)
+    direction = support_direction(paths, active, inverse, grad_unary, grad_pairwise)
+    num_tags = grad_unary.shape[-1]
     unary = algebra.unary(paths, direction, num_tags)
     pairwise = algebra.pairwise(paths, direction, num_tags)
     return _score_gradients(unary, pairwise, lengths, shared)
+
+
+def support_direction(
+    paths: Any, active: Any, inverse: Any, grad_unary: Any, grad_pairwise: Any | None = None
+) -> Any:
+    """(B, K) Prop. 1's ``r = D h`` on the support, ``h_k = m_kᵀg_u (+ n_kᵀg_v)``, 0 off it: the
+    weights by which the atoms' indicators make the backward pass of the marginals."""
+    o = ops.of(grad_unary)
+    max_support = active.shape[1]
+    along = algebra.path_sums(paths, grad_unary, grad_pairwise)
+    along = o.astype(o.where(active, along, 0.0), inverse.dtype)
+    direction = (inverse[:, :max_support, :max_support] @ along[..., None])[..., 0]
+    return o.astype(o.where(active, direction, 0.0), grad_unary.dtype)
 
 
 def danskin_gradients(grad: Any, unary: Any, pairwise: Any, lengths: Any, shared: bool) -> tuple[Any, ...]:

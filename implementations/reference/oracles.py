@@ -19,6 +19,7 @@ from . import brute_force, ibp
 from . import dependency as dependency_trees
 from . import meanfield as meanfield_loop
 from . import sparsemap as sparsemap_qp
+from . import tree_sparsemap as tree_projection
 from . import unstructured as unstructured_closed
 from .common import logsumexp
 
@@ -148,3 +149,11 @@ def dependency(scores: np.ndarray, **_: Any) -> dependency_trees.Answer | None:
     if scores.shape[0] - 1 > dependency_trees.MAX_WORDS:
         return None
     return dependency_trees.oracle(scores)
+
+
+def tree_sparsemap(scores: np.ndarray, **_: Any) -> tree_projection.TreeSparseMAPSolution | None:
+    """``tree-sparsemap`` by enumerating every single-root tree of one sentence's arc scores
+    ``(n+1, n+1)`` (``reference.tree_sparsemap``); ``None`` past its limit on words."""
+    if scores.shape[0] - 1 > tree_projection.MAX_WORDS:
+        return None
+    return tree_projection.sparsemap(scores)

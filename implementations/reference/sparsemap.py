@@ -66,12 +66,8 @@ def sparsemap(
     paths, theta = enumeration.paths[finite], enumeration.scores[finite]
     indicators = np.zeros((len(paths), n * num_tags))  # rows m_s, flattened (n, T)
     indicators[np.arange(len(paths))[:, None], np.arange(n) * num_tags + paths] = 1.0
-    tight = _tight(theta, indicators, _dual(theta, indicators))
-    weights, tau = _on_support(theta[tight], indicators[tight])
+    tight, weights, tau = project(theta, indicators)
     unary = weights @ indicators[tight]
-    slack = theta - indicators @ unary
-    if slack.max() > tau + TIGHT:
-        raise RuntimeError(f"certificate fails by {slack.max() - tau:.2e}")
     keep = weights > 0
     support, weights = paths[tight[keep]], weights[keep]
     pairwise = np.zeros((max(n - 1, 0), num_tags, num_tags))
@@ -79,6 +75,19 @@ def sparsemap(
         pairwise[np.arange(n - 1), path[:-1], path[1:]] += weight
     value = float(weights @ theta[tight[keep]] - 0.5 * unary @ unary)
     return SparseMAPSolution(unary.reshape(n, num_tags), pairwise, value, tau, support, weights)
+
+
+def project(theta: np.ndarray, indicators: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """SparseMAP over the finite-scored atoms ``θ`` (S,) with indicator rows ``indicators`` (S, D),
+    any structure's: the indices of the tight atoms, their weights (summing to 1, some maybe 0)
+    and ``τ*``, after checking the optimality certificate at ``u* = Σ y_s m_s``."""
+    tight = _tight(theta, indicators, _dual(theta, indicators))
+    weights, tau = _on_support(theta[tight], indicators[tight])
+    unary = weights @ indicators[tight]
+    slack = theta - indicators @ unary
+    if slack.max() > tau + TIGHT:
+        raise RuntimeError(f"certificate fails by {slack.max() - tau:.2e}")
+    return tight, weights, tau
 
 
 def _tight(theta: np.ndarray, indicators: np.ndarray, unary: np.ndarray) -> np.ndarray:

@@ -45,15 +45,25 @@ def _solve(
     scores' dtype (:data:`WORKING`); the marginals, value and gaps come back in the scores' dtype."""
     with torch.no_grad():
         problem, state = _begin(emissions, transitions, lengths, start, end, oracle, tolerance, max_support)
-        errors = torch.full((iterations, lengths.shape[0]), torch.nan, dtype=WORKING, device=emissions.device)
-        run = 0
-        for k in range(iterations):
-            state = kernel.iterate(problem, state, solver)
-            errors[k] = state.gap.clamp(min=0)
-            run = k + 1
-            if bool(state.done.all()):
-                break
-        return kernel.finish(problem, state, solver, run, errors, emissions.dtype)
+        return run(problem, state, solver, iterations, emissions.dtype)
+
+
+def run(
+    problem: kernel.Problem, state: kernel.State, solver: str, iterations: int, dtype: torch.dtype
+) -> kernel.Solution:
+    """The solve loop on any structure's problem (the chain's, ``tree-sparsemap``'s): ``solver``'s
+    iterations until every row is done or ``iterations`` ran, then the solution in ``dtype``."""
+    errors = torch.full(
+        (iterations, problem.lengths.shape[0]), torch.nan, dtype=WORKING, device=problem.emissions.device
+    )
+    ran = 0
+    for k in range(iterations):
+        state = kernel.iterate(problem, state, solver)
+        errors[k] = state.gap.clamp(min=0)
+        ran = k + 1
+        if bool(state.done.all()):
+            break
+    return kernel.finish(problem, state, solver, ran, errors, dtype)
 
 
 class _Marginals(torch.autograd.Function):
