@@ -150,6 +150,7 @@ SETTINGS: Mapping[str, Setting] = {
     "bethe": Setting("mirror-descent-loop", {"iterations": 10, "tolerance": None}, _measurements),
     # the dependency-tree methods (``crfbench.agreement_trees``)
     "tree-crf": Setting("enumeration"),
+    "tree-sparsemap": Setting("enumeration-qp", {"max_support": 64}),
 }
 #: The NumPy oracles the report checks the methods against, by the names it gives them.
 ORACLE_NAMES: tuple[str, ...] = tuple(dict.fromkeys(setting.oracle_name for setting in SETTINGS.values()))

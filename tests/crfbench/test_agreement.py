@@ -59,6 +59,7 @@ def test_report_on_the_real_implementations(tmp_path):
         "sparsemap",
         "bethe",
         "tree-crf",
+        "tree-sparsemap",
     }
     assert {
         "brute-force",
@@ -95,11 +96,18 @@ def test_a_wrong_implementation_fails_the_command(tmp_path, monkeypatch):
 def test_tree_crf_agrees_across_backends_with_enumeration_and_torch_struct():
     """tree-crf's rows: torch against JAX, both against enumeration, torch against torch-struct
     (without -inf), for log Z, the arc marginals and the decoded trees, all within tolerance; the
-    batches hold shorter, padded sentences (``agreement_trees.make_tree_instance``)."""
+    batches hold shorter, padded sentences (``agreement_trees.make_tree_instance``). tree-sparsemap's
+    rows: its value and marginals against the enumerated projection, its decoding (a heaviest support
+    tree, not unique) across backends only, and never against torch-struct's CRF."""
     backends = ("torch", "jax") if importlib.util.find_spec("jax") else ("torch",)
     grid = agreement.Grid(lengths=(), tree_lengths=(4,), dtypes=("float32", "float64"))
-    table = pd.DataFrame(agreement_trees.tree_rows(grid, backends), columns=agreement.COLUMNS)
-    assert set(table.method) == {"tree-crf"} and table.ok.all(), table[~table.ok]
+    everything = pd.DataFrame(agreement_trees.tree_rows(grid, backends), columns=agreement.COLUMNS)
+    assert set(everything.method) == {"tree-crf", "tree-sparsemap"}
+    assert everything.ok.all(), everything[~everything.ok]
+    sparse = everything[everything.method == "tree-sparsemap"]
+    assert set(sparse.backend_b) == {"enumeration-qp", *backends[1:]}
+    assert set(sparse[sparse.function == "decode"].backend_b) == set(backends[1:])
+    table = everything[everything.method == "tree-crf"]
     assert set(table.function) == {"log_partition", "marginals", "decode"}
     assert set(table.N) == {4} and set(table["T"]) == {0}
     expected = {"enumeration", *backends[1:]}
