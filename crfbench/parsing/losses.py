@@ -33,22 +33,14 @@ ParserLoss = Callable[[Tensor, Tensor, Tensor], Tensor]
 
 
 def tree_method(use: Use) -> DependencyBound:
-    """The dependency-tree method a use calls; ValueError when ``implementations`` lacks it."""
-    if use.method not in implementations.DEPENDENCY_METHODS:
-        have = implementations.DEPENDENCY_METHODS
-        usable = [name for name, other in PARSER_LOSSES.items() if other.method in have]
-        raise ValueError(
-            f"loss {use.name!r} ({use.label}) needs the dependency-tree method {use.method!r}, which "
-            f"implementations does not provide yet (it has: {', '.join(have)}); the usable losses "
-            f"are: {', '.join(usable)}"
-        )
+    """The dependency-tree method a use calls, in torch."""
     return cast(DependencyBound, implementations.get(use.method, "torch"))
 
 
 def parser_loss(name: str) -> ParserLoss:
     """The training loss ``name`` (one of ``PARSER_LOSSES``): a function of ``(scores, lengths,
-    heads)`` returning the loss per sentence (B,). ValueError on an unknown name, or on a loss whose
-    method ``implementations`` does not have yet (checked here, before any training)."""
+    heads)`` returning the loss per sentence (B,). ValueError on an unknown name (checked here, before
+    any training)."""
     check_names("loss", [name], PARSER_LOSSES)
     use = PARSER_LOSSES[name]
     method = tree_method(use)

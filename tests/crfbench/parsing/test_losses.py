@@ -105,16 +105,13 @@ def test_decode_is_the_map_tree():
     assert predicted.tolist() == implementations.get("tree-crf", "torch").decode(scores, lengths).tolist()
 
 
-@pytest.mark.parametrize("name", ["sparsemap", "m-sparsemap"])
-def test_sparsemap_losses_need_their_tree_method(name):
-    if "tree-sparsemap" in implementations.DEPENDENCY_METHODS:
-        scores, lengths, heads = tiny_instance(4)
-        assert (losses.parser_loss(name)(scores, lengths, heads) >= -1e-9).all()
-        return
-    with pytest.raises(
-        ValueError, match=r"needs the dependency-tree method 'tree-sparsemap'.*usable losses are: ssvm, crf"
-    ):
-        losses.parser_loss(name)
+@pytest.mark.parametrize(("name", "cost"), [("sparsemap", "none"), ("m-sparsemap", "hamming")])
+def test_sparsemap_losses_are_tree_sparsemaps(name, cost):
+    scores, lengths, heads = tiny_instance(4)
+    value = losses.parser_loss(name)(scores, lengths, heads)
+    expected = implementations.get("tree-sparsemap", "torch").loss(scores, lengths, heads, cost=cost)
+    torch.testing.assert_close(value, expected)
+    assert (value >= -1e-9).all()
 
 
 def test_unknown_loss():

@@ -10,7 +10,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import implementations
 from crfbench import cli
 from crfbench.data import ud
 from crfbench.data.location import DataDir
@@ -137,17 +136,6 @@ def test_train_argument_errors_are_one_line(capsys, tmp_path, argv, named):
     assert err.startswith("crfbench parse train: error: ")
     assert all(text in err for text in named), err
     assert not (tmp_path / "run").exists()
-
-
-def test_sparsemap_loss_without_its_method_is_refused_before_writing(capsys, tmp_path):
-    if "tree-sparsemap" in implementations.DEPENDENCY_METHODS:
-        pytest.skip("tree-sparsemap exists")
-    code, err = run(
-        capsys, "parse", "train", "--dataset", "en", "--loss", "m-sparsemap", "--run-dir", tmp_path
-    )
-    assert code == 2 and len(err.splitlines()) == 1
-    assert err.startswith("crfbench parse: error: loss 'm-sparsemap' (m-SparseMAP) needs")
-    assert not (tmp_path / CONFIG_FILE).exists()
 
 
 def test_evaluate_without_a_run(capsys, tmp_path):
