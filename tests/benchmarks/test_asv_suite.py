@@ -207,7 +207,7 @@ def test_random_gold_trees_are_single_root_trees():
 
 def _smallest_points(cls):
     """Every combination of the class's parameters with N, T and B at their smallest, the CPU and
-    torch (JAX's timed calls are checked above; CI's asv run, .ci/asv-check, runs its benchmarks);
+    torch (JAX's timed calls are checked above; .ci/asv-check, before a push and nightly, runs them);
     eager only, and of the crossover's compiled methods crf alone (compiled calls: tested below)."""
     fixed = {"device": ["cpu"], "backend": ["torch"], "mode": ["eager"]}
     if cls.__name__ == "Crossover":
