@@ -46,12 +46,15 @@ def read_table(results_dir: Path, relative: str | Path, columns: tuple[str, ...]
 
 
 def agreement_summary(path: Path) -> str | None:
-    """The agreement table at ``path`` in one sentence ("N comparisons, K outside tolerance."), or None
-    when it is absent (the agreement step has not run)."""
+    """The agreement table at ``path`` in one sentence ("N comparisons (methods: …), K outside
+    tolerance.", naming the methods it covers), or None when it is absent (the agreement step has
+    not run)."""
     if not path.exists():
         return None
     table = read_csv(path)  # whole, or CorruptFileError naming it
     if "ok" not in table.columns:
         raise ValueError(f"{path}: missing column ok (write it with `crfbench agree`)")
     failed = int((table["ok"].astype(str).str.lower() != "true").sum())
-    return f"{len(table)} comparisons, {failed} outside tolerance."
+    methods = ", ".join(dict.fromkeys(table["method"].astype(str))) if "method" in table.columns else ""
+    covered = f" (methods: {methods})" if methods else ""
+    return f"{len(table)} comparisons{covered}, {failed} outside tolerance."

@@ -24,8 +24,8 @@ FORMATS = ("md", "tex", "csv")
 #: The agreement step's report (``crfbench agree``), which it writes into the report folder.
 AGREEMENT = Path("agreement")
 AGREEMENT_INTRO = (
-    "Numerical agreement of every method across the torch and JAX backends and with the NumPy oracles "
-    f"({', '.join(ORACLE_NAMES)}), from results/{AGREEMENT_TABLE}"
+    "Numerical agreement of the methods across the torch and JAX backends and with the NumPy oracles "
+    f"({', '.join(ORACLE_NAMES)}, each where it applies), from results/{AGREEMENT_TABLE}"
 )
 NO_AGREEMENT = f"The agreement step has not run: results/{AGREEMENT_TABLE} is absent."
 #: The claim ledger's two tables: one row per claim, and the (dataset, encoder) cells behind them.
