@@ -13,8 +13,9 @@ ROOT = Path(__file__).resolve().parents[1]
 MAX_MODULE_LINES = 600
 #: The most identical lines all same-named torch/JAX modules may share together: a ratchet, lowered
 #: as twins are written once (833 before the ops namespace). What is left is mostly imports and the
-#: signatures of functions whose bodies differ. Raise it only with a reason a reviewer accepts.
-MAX_TWIN_LINES = 241
+#: signatures of functions whose bodies differ. Raise it only with a reason a reviewer accepts:
+#: 241 -> 243 when both backends' SparseMAP solve loop took one name (``run``), as twins should.
+MAX_TWIN_LINES = 243
 
 
 def _code_lines(path: Path) -> list[str]:

@@ -55,10 +55,10 @@ def _solve(
         problem, state = contract.begin(
             emissions, transitions, lengths, start, end, oracle, tolerance, max_support, **oracles
         )
-        return loop(problem, state, solver, iterations, emissions.dtype)
+        return run(problem, state, solver, iterations, emissions.dtype)
 
 
-def loop(
+def run(
     problem: kernel.Problem, state: kernel.State, solver: str, iterations: int, dtype: Any
 ) -> kernel.Solution:
     """The ``lax.while_loop`` of any structure's problem (the chain's, ``tree-sparsemap``'s), traced

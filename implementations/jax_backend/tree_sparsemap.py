@@ -1,5 +1,5 @@
 """``tree-sparsemap`` in jax: the trees' problem (``implementations/kernels/tree_sparsemap.py``,
-where the method is described) iterated by the chain's ``lax.while_loop`` (``sparsemap.loop``)
+where the method is described) iterated by the chain's ``lax.while_loop`` (``sparsemap.run``)
 under ``jax.jit`` with the options static, the Chu-Liu-Edmonds oracle reached from the compiled
 loop through ``jax.pure_callback`` (it runs on the host), and the gradients as ``jax.custom_vjp``
 rules: Prop. 1 for the marginals, Danskin for the value and the losses. Only the solve is
@@ -40,7 +40,7 @@ def _solution(
         problem, state = shared.begin(
             scores, lengths, tolerance, max_support, best_trees=_callback_trees, working=chain._working()
         )
-        return chain.loop(problem, state, solver, iterations, scores.dtype)
+        return chain.run(problem, state, solver, iterations, scores.dtype)
 
 
 def solution(scores: Array, lengths: Array, **options: Any) -> kernel.Solution:
