@@ -25,6 +25,8 @@ def _clone(target: Path) -> str:
     """A clone of this repository at HEAD with the working tree's changed and new files on top (the
     script needs a git checkout: asv reads the commit); returns the commit."""
     subprocess.run(["git", "clone", "-q", "--shared", str(ROOT), str(target)], check=True)
+    # asv benchmarks the branch asv.conf.json names: main, whatever this checkout's branch is
+    subprocess.run(["git", "checkout", "-q", "-B", "main"], cwd=target, check=True)
     changed = subprocess.run(
         ["git", "ls-files", "-m", "-o", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True
     ).stdout.split()
