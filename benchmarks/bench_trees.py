@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 import implementations
+from implementations.reference.dependency import random_tree
 
 from .common import DEVICES, GRID, Variant, jax, to_device, use_device
 
@@ -43,13 +44,7 @@ class TreeBatch(NamedTuple):
 def random_heads(generator: np.random.Generator, batch: int, words: int) -> np.ndarray:
     """(B, N+1) heads of random single-root trees: words in a random order, the first on the
     root, each later one on a word before it (so no cycle and one root child)."""
-    heads = np.full((batch, words + 1), -1, dtype=np.int32)
-    for b in range(batch):
-        order = generator.permutation(np.arange(1, words + 1))
-        heads[b, order[0]] = 0
-        for i, word in enumerate(order[1:], start=1):
-            heads[b, word] = order[generator.integers(0, i)]
-    return heads
+    return np.stack([random_tree(generator, words) for _ in range(batch)]).astype(np.int32)
 
 
 def random_trees(backend: str, device: str, batch: int, words: int, *, seed: int = 0) -> TreeBatch:

@@ -33,6 +33,7 @@ import implementations
 from implementations import arborescence, registry
 from implementations.interop import from_numpy, to_numpy
 from implementations.reference import oracles
+from implementations.reference.dependency import random_tree
 
 from .agreement import BATCH, COLUMNS, SETTINGS, TOLERANCES, compare, release_compiled
 
@@ -61,17 +62,6 @@ class TreeInstance(NamedTuple):
     lengths: np.ndarray  # (B,)
 
 
-def planted_tree(rng: np.random.Generator, n: int) -> np.ndarray:
-    """Heads (n+1,) of a random single-root tree over ``n`` words, ``-1`` at index 0: the words in
-    a random order, the first on the root, each later one on a word before it."""
-    order = rng.permutation(np.arange(1, n + 1))
-    heads = np.full(n + 1, -1)
-    heads[order[0]] = 0
-    for i, word in enumerate(order[1:], start=1):
-        heads[word] = order[rng.integers(0, i)]
-    return heads
-
-
 def arc_mask(words: int, lengths: np.ndarray) -> np.ndarray:
     """(B, N+1, N+1) bool: the arcs h -> m of each sentence (m a word, h != m, neither padding)."""
     index = np.arange(words + 1)
@@ -89,7 +79,7 @@ def make_tree_instance(words: int, neg_inf: bool, seed: int) -> TreeInstance:
     if neg_inf:
         scores[rng.random(scores.shape) < FORBIDDEN] = -np.inf
     for b, n in enumerate(lengths.tolist()):
-        heads = planted_tree(rng, n)
+        heads = random_tree(rng, n)
         scores[b, heads[1:], np.arange(1, n + 1)] = rng.normal(size=n) * SCALE
     mask = arc_mask(words, lengths)
     return TreeInstance(np.where(mask, scores, rng.choice(GARBAGE, size=scores.shape)), lengths)

@@ -33,6 +33,18 @@ def is_single_root_tree(heads: tuple[int, ...]) -> bool:
     return True
 
 
+def random_tree(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Heads (n+1,) of a random single-root tree over ``n`` words, ``-1`` at index 0: the words in
+    a random order, the first on the root, each later one on a word before it (so no cycle and one
+    root child)."""
+    order = rng.permutation(np.arange(1, n + 1))
+    heads = np.full(n + 1, -1)
+    heads[order[0]] = 0
+    for i, word in enumerate(order[1:], start=1):
+        heads[word] = order[rng.integers(0, i)]
+    return heads
+
+
 def all_trees(n: int) -> np.ndarray:
     """Every single-root tree over ``n`` words as rows ``(K, n+1)`` of heads, ``-1`` at index 0."""
     if n > MAX_WORDS:

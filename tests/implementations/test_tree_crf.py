@@ -15,21 +15,12 @@ import pytest
 import implementations
 from implementations import arborescence
 from implementations.reference import dependency as reference
+from implementations.reference.dependency import random_tree
 
 from .backends import Backend
 
 #: Tolerances (rtol, atol) per dtype for values of order 1 (log Z of order 10, marginals in [0, 1]).
 TOLERANCE = {"float64": (1e-9, 1e-9), "float32": (2e-5, 2e-5)}
-
-
-def random_tree(rng: np.random.Generator, n: int) -> np.ndarray:
-    """Heads (n+1,) of a random single-root tree over ``n`` words, ``-1`` at index 0."""
-    order = rng.permutation(np.arange(1, n + 1))
-    heads = np.full(n + 1, -1)
-    heads[order[0]] = 0
-    for i, word in enumerate(order[1:], start=1):
-        heads[word] = order[rng.integers(0, i)]
-    return heads
 
 
 def random_batch(
