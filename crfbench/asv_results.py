@@ -3,11 +3,12 @@
 For each machine folder, each benchmark's latest result (by commit date, then run start) is read
 with asv's own ``Results`` loader, so a run of part of the suite (``asv run --bench NAME``) adds its
 benchmarks to the machine's table instead of replacing the rest; the ``commit`` and ``date`` columns
-say which run each row is from. Benchmark units and parameter names come from ``benchmarks.json``.
-One row per benchmark and parameter combination that produced a number (skipped and failed
-combinations have none); parameters a benchmark does not take are left empty. A run from before a
-benchmark took a parameter that was added last (:data:`ADDED_LAST`: the timing ``mode``) reads with
-that parameter at the value every such run had (:func:`legacy_mode`: torch eager, JAX jitted).
+say which run each row is from, and ``q25``/``q75`` the interquartile range of its repeats.
+Benchmark units and parameter names come from ``benchmarks.json``. One row per benchmark and
+parameter combination that produced a number (skipped and failed combinations have none);
+parameters a benchmark does not take are left empty. A run from before a benchmark took a parameter
+that was added last (:data:`ADDED_LAST`: the timing ``mode``) reads with that parameter at the value
+every such run had (:func:`legacy_mode`: torch eager, JAX jitted).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from .io import write_atomic
-from .schema import SCALING_COLUMNS, SCALING_PARAMETERS
+from .schema import SCALING_COLUMNS, SCALING_PARAMETERS, SCALING_SPREAD
 
 #: The scaling table's parameters and columns (``crfbench.schema``).
 PARAMETERS, COLUMNS = SCALING_PARAMETERS, SCALING_COLUMNS
@@ -62,10 +63,13 @@ def _rows(machine: str, key: str, run, spec: dict) -> list[dict]:
     else:
         added = []
     values = run.get_result_value(key, params)
+    stats = run.get_result_stats(key, params)
+    if not params:
+        values, stats = [values], [stats]
     combinations = (
         pd.MultiIndex.from_product([[ast.literal_eval(v) for v in p] for p in params]) if params else [()]
     )
-    for combination, value in zip(combinations, values if params else [values], strict=True):
+    for combination, value, spread in zip(combinations, values, stats, strict=True):
         if value is None or (isinstance(value, float) and math.isnan(value)):
             continue
         row = dict.fromkeys(COLUMNS, None)
@@ -77,6 +81,7 @@ def _rows(machine: str, key: str, run, spec: dict) -> list[dict]:
             name=key.rsplit(".", 1)[-1],
             unit=spec.get("unit", ""),
             value=float(value),
+            **_quartiles(spread),
         )
         for name, parameter in zip(names, combination, strict=True):
             if name not in PARAMETERS:
@@ -87,6 +92,13 @@ def _rows(machine: str, key: str, run, spec: dict) -> list[dict]:
             row["mode"] = legacy_mode(row["backend"])
         rows.append(row)
     return rows
+
+
+def _quartiles(stats: dict | None) -> dict[str, float | None]:
+    """``q25`` and ``q75`` of a timing's repeats from asv's statistics (None where asv kept none:
+    a ``track_`` benchmark, or one repeat)."""
+    stats = stats or {}
+    return {column: stats.get(key) for column, key in zip(SCALING_SPREAD, ("q_25", "q_75"), strict=True)}
 
 
 def read_asv_results(asv_dir: Path) -> pd.DataFrame:

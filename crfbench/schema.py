@@ -174,7 +174,20 @@ SCALING_PARAMETERS = (
     "F",
     "mode",  # eager or compiled (benchmarks.common.MODES); last: added after the others
 )
-SCALING_COLUMNS = ("machine", "commit", "date", "benchmark", "name", "unit", "value", *SCALING_PARAMETERS)
+#: The interquartile range of a timing's repeats (asv's ``q_25`` and ``q_75``; empty for a ``track_``
+#: benchmark, which records one number).
+SCALING_SPREAD = ("q25", "q75")
+SCALING_COLUMNS = (
+    "machine",
+    "commit",
+    "date",
+    "benchmark",
+    "name",
+    "unit",
+    "value",
+    *SCALING_SPREAD,
+    *SCALING_PARAMETERS,
+)
 
 # -- the Bethe-projection paper's experiments (results/bethe/) ------------------------------------
 

@@ -31,7 +31,7 @@ NO_AGREEMENT = f"The agreement step has not run: results/{AGREEMENT_TABLE} is ab
 #: The claim ledger's two tables: one row per claim, and the (dataset, encoder) cells behind them.
 LEDGER_FILES = (Path("claims.csv"), Path("claims-cells.csv"))
 LEDGER_INTRO = (
-    "Each claim of the paper (../shared/data/paper/claims.csv) with our paired difference, A − B in "
+    "Each claim of the paper (the data folder's paper/claims.csv) with our paired difference, A − B in "
     "points (same seeds, same test sentences; mean over seeds), its range over the (dataset, encoder) "
     "cells, the paper's own difference, and a verdict. Each cell's 95% interval is a bootstrap over "
     "test sentences and seeds (claims-cells.csv)."

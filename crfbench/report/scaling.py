@@ -28,6 +28,7 @@ from implementations import registry
 from ..asv_results import ADDED_LAST, legacy_mode
 from ..io import read_csv
 from ..schema import SCALING_COLUMNS as COLUMNS
+from ..schema import SCALING_SPREAD
 from . import crossover
 from .figures import TIMES, Drawn, save_png, subplots
 
@@ -42,7 +43,7 @@ def read_scaling(path: Path) -> pd.DataFrame:
     if not Path(path).exists():
         return pd.DataFrame(columns=list(COLUMNS))
     frame = read_csv(path, allow_empty=True)  # a whole file, or CorruptFileError naming it
-    for column in ADDED_LAST:  # a table written before the column existed
+    for column in (*ADDED_LAST, *SCALING_SPREAD):  # a table written before the column existed
         if column not in frame.columns:
             frame[column] = None
     missing = [column for column in COLUMNS if column not in frame.columns]
@@ -106,6 +107,7 @@ def time_figure(rows: pd.DataFrame, title: str, path: Path, caption: str) -> lis
                 axis.plot(
                     line["N"], line["value"], marker="o", markersize=3, label=method, color=colors[method]
                 )
+                _interquartile_band(axis, line, colors[method])
             axis.set_xscale("log", base=2)
             axis.set_yscale("log")
             axis.yaxis.set_minor_formatter(NullFormatter())  # decades only: minor labels crowd a panel
@@ -130,6 +132,20 @@ def time_figure(rows: pd.DataFrame, title: str, path: Path, caption: str) -> lis
         frameon=False,
     )
     return [save_png(figure, path, caption, dpi=100)]
+
+
+def _interquartile_band(axis, line: pd.DataFrame, color: str) -> None:
+    """Shade the interquartile range of ``line``'s repeated timings, where asv kept one."""
+    spread = line.dropna(subset=list(SCALING_SPREAD))
+    if len(spread):
+        axis.fill_between(
+            spread["N"].astype(float),
+            spread["q25"].astype(float),
+            spread["q75"].astype(float),
+            color=color,
+            alpha=0.2,
+            linewidth=0,
+        )
 
 
 def speedups(rows: pd.DataFrame) -> pd.DataFrame:
@@ -211,8 +227,8 @@ def speedup_figure(rows: pd.DataFrame, title: str, path: Path, caption: str) -> 
 
 #: What a scaling figure's marks are, for the captions: asv keeps one number per point.
 ASV_POINTS = (
-    "Each point is asv's median over its repeated timings; results/scaling.csv keeps only that median, "
-    "so there is no error bar or interval."
+    "Each point is asv's median over its repeated timings; the shaded band around a line of seconds "
+    "spans their interquartile range (asv's 25th to 75th percentile; often thinner than the line)."
 )
 
 
@@ -236,8 +252,16 @@ def solver_figure(
     panels: tuple[tuple[str, str, bool], ...] = SOLVER_ROWS,
 ) -> list[Drawn]:
     """A method's solvers on random scores: each of ``panels`` (rows) against N, one panel column
-    per T, a line per solver (those of ``solvers`` that were run)."""
-    tags = sorted(rows["T"].unique())
+    per T measured at two or more N (a lone point draws no curve; the caption names those left
+    out), a line per solver (those of ``solvers`` that were run). Shares are drawn on [0, 1]."""
+    lengths = rows.groupby("T")["N"].nunique()
+    tags = sorted(lengths.index[lengths >= 2])
+    alone = sorted(set(lengths.index) - set(tags))
+    if not tags:
+        return []
+    if alone:
+        points = ", ".join(f"T = {t} (N = {int(rows[rows['T'] == t]['N'].iloc[0])})" for t in alone)
+        caption += f" Measured at a single N and not drawn: {points}; its numbers are in results/scaling.csv."
     solvers = tuple(name for name in solvers if name in set(rows["solver"]))
     # one y-axis per row: the panels compare across T, and a narrow log range gets readable decades
     height = 2.4 * len(panels)
@@ -249,10 +273,13 @@ def solver_figure(
             for k, solver in enumerate(solvers):
                 line = panel[panel["solver"] == solver].sort_values("N")
                 axis.plot(line["N"], line["value"], marker="o", markersize=3, label=solver, color=f"C{k}")
+                _interquartile_band(axis, line, f"C{k}")
             axis.set_xscale("log", base=2)
             if log:
                 axis.set_yscale("log")
                 axis.yaxis.set_minor_formatter(NullFormatter())
+            if name.startswith("track_converged"):  # a share: a flat line at 1 stays at 1 of [0, 1]
+                axis.set_ylim(-0.05, 1.05)
             axis.grid(True, which="major", linewidth=0.3)
             if j == 0:
                 axis.set_ylabel(label)

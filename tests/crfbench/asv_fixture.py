@@ -14,8 +14,9 @@ runner = pytest.importorskip("asv.runner")
 def write_asv_results(
     asv_dir: Path, machine: str, commit: str, date_ms: int, benchmarks: dict[str, tuple]
 ) -> None:
-    """``benchmarks`` maps a benchmark name to ``(param_names, param_values, values, unit)``;
-    ``values`` lists one result per parameter combination (row-major), None or NaN for none.
+    """``benchmarks`` maps a benchmark name to ``(param_names, param_values, values, unit)``, or
+    with a fifth item, the repeated timings of each combination (asv computes their statistics from
+    them); ``values`` lists one result per parameter combination (row-major), None or NaN for none.
     The catalogue ``benchmarks.json`` is (re)written with these benchmarks."""
     catalogue_path = asv_dir / "benchmarks.json"
     catalogue = json.loads(catalogue_path.read_text()) if catalogue_path.exists() else {"version": 2}
@@ -23,7 +24,8 @@ def write_asv_results(
     machine_dir.mkdir(parents=True, exist_ok=True)
     (machine_dir / "machine.json").write_text(json.dumps({"machine": machine, "version": 1}))
     run = results.Results({"machine": machine, "python": "3.11"}, {}, commit, date_ms, "3.11", "env", {})
-    for name, (names, params, values, unit) in benchmarks.items():
+    for name, (names, params, values, unit, *repeats) in benchmarks.items():
+        samples = repeats[0] if repeats else [None] * len(values)
         spec = {
             "name": name,
             "version": "1",
@@ -35,8 +37,8 @@ def write_asv_results(
         catalogue[name] = spec
         outcome = runner.BenchmarkResult(
             result=list(values),
-            samples=[None] * len(values),
-            number=[None] * len(values),  # keep the values as given (no statistics)
+            samples=samples,
+            number=[1 if repeats else None] * len(values),  # no repeats: the values as given, no statistics
             errcode=0,
             stderr="",
             profile=None,

@@ -98,3 +98,17 @@ def test_a_run_missing_another_parameter_is_refused(tmp_path):
     write_asv_results(tmp_path, "new", "b" * 40, 2_000, {MARGINALS: wider})
     with pytest.raises(ValueError):
         read_asv_results(tmp_path)
+
+
+def test_the_interquartile_range_of_a_timings_repeats_is_kept(tmp_path):
+    """asv's q_25 and q_75 of each combination's repeats become ``q25`` and ``q75``; a combination
+    without repeats (a track, or a value given alone) leaves them empty."""
+    repeats = [[1.0, 2.0, 3.0, 4.0, 5.0], [10.0, 10.0, 30.0, 30.0, 30.0], [1.0], [2.0]]
+    names, params, values, unit = _marginals([3.0, 30.0, 1.0, 2.0])
+    bandwidth = (("backend", "device"), (("torch",), ("cpu",)), [40.0], "GB/s")
+    timed = (names, params, values, unit, repeats)
+    write_asv_results(tmp_path, "box", "a" * 40, 1_000, {MARGINALS: timed, BANDWIDTH: bandwidth})
+    frame = read_asv_results(tmp_path).set_index(["benchmark", "method", "N"])
+    assert frame.loc[(MARGINALS, "crf", 16), ["q25", "q75"]].tolist() == [2.0, 4.0]
+    assert frame.loc[(MARGINALS, "crf", 64), ["q25", "q75"]].tolist() == [10.0, 30.0]
+    assert frame.loc[[BANDWIDTH], ["q25", "q75"]].isna().all(axis=None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
@@ -13,11 +14,13 @@ from crfbench.report import render_report
 from crfbench.report.scaling import (
     BETHE_ROWS,
     SOLVER_ROWS,
+    _interquartile_band,
     crossover_table,
     operators_table,
     peers_table,
     roofline_table,
     scaling_figures,
+    solver_figure,
     speedups,
     summary_tables,
 )
@@ -199,7 +202,7 @@ def test_the_report_shows_the_scaling_section(tmp_path):
     assert "Scaling (asv suite)" in page and "Roofline: IBP-10" in page
     assert 'src="figures/scaling-speedup-box-cpu-B8-marginals.png"' in page
     assert "hatched grey &quot;n/m&quot;: not measured" in page  # a caption says what each mark is
-    assert "so there is no error bar or interval" in page
+    assert "spans their interquartile range" in page
     readme = (out / "README.md").read_text()
     assert "### Where BCRF-10 overtakes sequential forward" in readme
     assert "| box | cpu | torch | eager | 8 | 16–64 | ≤ 16 | ≤ 16 |" in readme  # no mode: eager
@@ -255,3 +258,28 @@ def test_each_torch_mode_gets_its_figures_with_jax_beside_and_old_rows_read_as_t
         "scaling-time-box-cpu-B8-marginals-compiled.png",
         "scaling-time-box-cpu-B8-marginals.png",
     ]
+
+
+def test_the_interquartile_band_is_shaded_where_asv_kept_one():
+    figure, axis = plt.subplots()
+    line = _frame([_row("time_marginals", 2.0, N=16), _row("time_marginals", 3.0, N=64)])
+    _interquartile_band(axis, line, "C0")  # no repeats kept: nothing to shade
+    assert not axis.collections
+    line[["q25", "q75"]] = [[1.5, 2.5], [2.5, 3.5]]
+    _interquartile_band(axis, line, "C0")
+    (band,) = axis.collections
+    assert band.get_paths()[0].get_extents().bounds == pytest.approx((16, 1.5, 48, 2.0))
+    plt.close(figure)
+
+
+def test_a_solver_column_measured_at_one_length_is_named_not_drawn(tmp_path):
+    rows = []
+    for (name, _, _), solver in itertools.product(SOLVER_ROWS, SPARSEMAP_SOLVERS):
+        for n, t in ((16, 8), (64, 8), (16, 512)):
+            rows.append(_row(name, n * t * 1e-5, device=None, solver=solver, N=n, T=t, B=8))
+    (drawn,) = solver_figure(_frame(rows), "solvers", tmp_path / "solvers.png", "Caption.")
+    assert drawn.caption.endswith(
+        "Measured at a single N and not drawn: T = 512 (N = 16); its numbers are in results/scaling.csv."
+    )
+    lone = _frame([row for row in rows if row["T"] == 512])
+    assert solver_figure(lone, "solvers", tmp_path / "lone.png", "Caption.") == []
