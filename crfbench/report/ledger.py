@@ -38,6 +38,7 @@ from .claims import (
     SUMMARY_COLUMNS,
     VERDICT_RULE,
     AccuracyClaim,
+    BestOfClaim,
     CgmClaim,
     HvCostClaim,
     NewtonSolverClaim,
@@ -49,6 +50,8 @@ from .claims import (
 from .layout import BASELINE_KINDS
 from .newton import cost_ratios, first_reach
 from .paired import accuracy_cells
+from .parse_claims import best_of_cells, best_of_reason
+from .parse_inputs import PARSE_DATASETS, TREE_SUPPORT, ParseResults
 from .stats import ITEM_COLUMNS
 
 __doc__ += f"\nVerdict rule. {VERDICT_RULE}\n"  # stated once, read by the report and by help()
@@ -91,6 +94,21 @@ def sparsity_cells(curves: pd.DataFrame) -> pd.DataFrame:
                 }
             )
     return pd.DataFrame(rows, columns=list(CELL_COLUMNS))
+
+
+#: How the ledger names the parsers' support size (``parse_inputs.TREE_SUPPORT``).
+TREE_SUPPORT_METRIC = "support size (trees per sentence)"
+
+
+def tree_sparsity_cells(curves: pd.DataFrame) -> pd.DataFrame:
+    """:func:`sparsity_cells` of the parsers: their support size per epoch (``TREE_SUPPORT``, trees
+    per sentence) at the selected epoch minus at epoch 1, as the taggers'; a parser's epoch 0 (the
+    untrained model) is left out. Empty when the curves have no such column."""
+    if TREE_SUPPORT not in curves.columns:
+        return pd.DataFrame(columns=list(CELL_COLUMNS))
+    trees = curves[curves["dataset"].isin(PARSE_DATASETS) & (curves["epoch"] >= 1)]
+    cells = sparsity_cells(trees.assign(dev_support=pd.to_numeric(trees[TREE_SUPPORT], errors="coerce")))
+    return cells.assign(metric=TREE_SUPPORT_METRIC)
 
 
 def solver_cells(sweep: pd.DataFrame) -> pd.DataFrame:
@@ -364,10 +382,20 @@ def _speed_status(spec: SpeedClaim, gpu: bool, timing: pd.DataFrame) -> dict[str
 
 
 def _no_cell_reason(
-    spec: AccuracyClaim | SparsityClaim | SolverClaim | CgmClaim | HvCostClaim | NewtonSolverClaim,
+    spec: AccuracyClaim
+    | BestOfClaim
+    | SparsityClaim
+    | SolverClaim
+    | CgmClaim
+    | HvCostClaim
+    | NewtonSolverClaim,
 ) -> str:
     """Why a claim has no cell in this profile: what it needs that was not run (a speed claim
     always has its status from the timing table, never from cells)."""
+    if isinstance(spec, BestOfClaim):
+        proxy = "" if spec.proxy is None else f"; its proxy: {_no_cell_reason(spec.proxy)}"
+        sides = f"{' or '.join(spec.a)} and {' or '.join(spec.b)}"
+        return f"no parser run in this profile has {sides} on dev and test{proxy}"
     if isinstance(spec, HvCostClaim):
         return "the Newton cost sweep (crfbench newton cost) did not run in this profile"
     if isinstance(spec, NewtonSolverClaim):
@@ -399,7 +427,8 @@ def _claim_status(
     own = cells[cells["claim"] == claim_id]
     if own.empty:
         return _status("", 0, NOT_TESTABLE, _no_cell_reason(spec))
-    return _status(_cells_range(own), len(own), overall_verdict(own["verdict"]))
+    reason = best_of_reason(spec, own) if isinstance(spec, BestOfClaim) else ""
+    return _status(_cells_range(own), len(own), overall_verdict(own["verdict"]), reason)
 
 
 def claim_ledger(
@@ -412,6 +441,7 @@ def claim_ledger(
     sweep: pd.DataFrame | None = None,
     cgm: pd.DataFrame | None = None,
     newton: tuple[pd.DataFrame | None, pd.DataFrame | None, pd.DataFrame | None] = (None, None, None),
+    parse: ParseResults | None = None,
     margin: float = MARGIN,
     resamples: int = RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
@@ -424,12 +454,16 @@ def claim_ledger(
     kind, name, iterations, round, seconds, device); ``tasks``: dataset -> "pos", "seg" or "ner";
     ``curves`` and ``sweep``: results/curves.csv and sweep.csv, for the sparsity and solver claims;
     ``cgm``: results/bethe/cgm.csv, for the CGM speed claim; ``newton``: results/newton/'s trace,
-    solvers and cost tables (``report.newton.read_newton``), for the Newton claims.
+    solvers and cost tables (``report.newton.read_newton``), for the Newton claims; ``parse``: the
+    dependency parsers' rows (``parse_inputs.parse_results``), for the parsing claims.
     """
     order = {claim_id: position for position, claim_id in enumerate(claims["id"])}
     parts = [accuracy_cells(sentences, tasks, margin=margin, resamples=resamples, seed=seed)]
+    parts.append(best_of_cells(parse, sentences, tasks, margin=margin, resamples=resamples, seed=seed))
     if curves is not None:
-        parts.append(sparsity_cells(curves))
+        parts.append(sparsity_cells(curves[~curves["dataset"].isin(PARSE_DATASETS)]))
+    if parse is not None:
+        parts.append(tree_sparsity_cells(parse.curves))
     if sweep is not None:
         parts.append(solver_cells(sweep))
     if cgm is not None:

@@ -18,6 +18,7 @@ from .claims import (
     RATIO_TERMS,
     RESAMPLES,
     AccuracyClaim,
+    Claim,
     Comparison,
     verdict,
 )
@@ -151,13 +152,14 @@ def accuracy_cells(
     sentences: pd.DataFrame,
     tasks: Mapping[str, str],
     *,
+    claims: Mapping[str, Claim] = CLAIMS,
     margin: float = MARGIN,
     resamples: int = RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
 ) -> pd.DataFrame:
     """One row per (accuracy claim, comparison, dataset, encoder) whose two sides ran on the test
     split: our paired difference in points, its interval and verdict (:data:`CELL_COLUMNS`), in
-    :data:`CLAIMS` order, then the claim's dataset order, then encoder name.
+    ``claims`` order (by default :data:`CLAIMS`), then the claim's dataset order, then encoder name.
 
     ``sentences``: the per-sentence counts (dataset, encoder_name, loss, seed, split, decoder,
     sentence, tokens, correct, gold_spans, predicted_spans, matched_spans, invalid); ``tasks``: the
@@ -167,7 +169,7 @@ def accuracy_cells(
     runs = dict(tuple(test.groupby(["dataset", "encoder_name", "loss", "decoder"])))
     encoders = test.groupby("dataset")["encoder_name"].unique()
     rows = []
-    for claim, spec in CLAIMS.items():
+    for claim, spec in claims.items():
         if not isinstance(spec, AccuracyClaim):
             continue
         for comparison in spec.comparisons:

@@ -38,6 +38,8 @@ from .ledger import claim_ledger, ledger_csv
 from .newton import newton_figures, newton_sections, read_newton
 from .page import LEDGER_FILES, NO_AGREEMENT, Report, index_html, readme, table_file
 from .paper import load_paper
+from .parse_inputs import parse_results
+from .parsing import PARSE_SKIPPED, parse_sections, write_sections
 from .render import csv_text, latex, markdown
 from .scaling import read_scaling, scaling_figures, summary_tables
 from .stats import decode_speedups, score_stats, train_speedups, violation_stats
@@ -124,6 +126,7 @@ def render_report(
     if not newton:
         absent.append("results/newton/ holds no Newton-CRF study: no Newton tables.")
     metrics, timing = files[METRICS_TABLE], files[TIMING_TABLE]
+    parse = parse_results(metrics, sentences, curves)
     stats = {
         "score": score_stats(metrics),
         "violations": violation_stats(metrics),
@@ -142,7 +145,11 @@ def render_report(
         sweep=sweep,
         cgm=read_cgm(results_dir),
         newton=read_newton(results_dir),
+        parse=parse,
     )
+    parsing = parse_sections(parse, paper_csv, ledger[1])
+    if not parsing:
+        absent.append(PARSE_SKIPPED)
     tables = [build_table(spec, stats[spec.kind], paper) for spec in TABLES]
     shown = [table for table in tables if table.has_columns]
 
@@ -181,6 +188,7 @@ def render_report(
     frames |= {stem: frame for stem, _, frame in bethe + newton}
     for stem, frame in frames.items():
         written += _write_frame(out_dir / "tables" / stem, frame)
+    written += write_sections(parsing, out_dir / "tables")
 
     report = Report(
         ledger=ledger[0],
@@ -190,6 +198,7 @@ def render_report(
         summaries=tuple((stem, title, frame) for stem, (title, frame) in summaries.items()),
         bethe=tuple(bethe),
         newton=tuple(newton),
+        parsing=tuple((section.stem, section.title, section.shown) for section in parsing),
         notes=notes,
         missing=tuple(
             absent + [line for table in tables for line in missing(table)] + provenance.warnings(files)

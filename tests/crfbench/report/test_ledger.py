@@ -242,8 +242,9 @@ def test_summary_of_testable_and_untestable_claims():
     )
     assert tuple(rows.loc["sparsemap-1", ["verdict", "reason"]]) == (
         NOT_TESTABLE,
-        f"no cell of {', '.join(SUPERVISED)} in this profile has both sparsemap/viterbi and crf/viterbi"
-        " or m-sparsemap/viterbi and crf/viterbi",
+        "no parser run in this profile has sparsemap or m-sparsemap and crf or ssvm on dev and test; its "
+        f"proxy: no cell of {', '.join(SUPERVISED)} in this profile has both sparsemap/viterbi and "
+        "crf/viterbi or m-sparsemap/viterbi and crf/viterbi",
     )
     assert tuple(rows.loc["bcrf-9", ["our_range", "verdict", "reason"]]) == (
         "CPU compiled, vs sequential: x2.00 (3 rounds: x2.00)",
