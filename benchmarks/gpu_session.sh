@@ -14,10 +14,10 @@
 # whole session on a CPU in a minute or two (CI does, tests/workflow/test_gpu_session.py): nothing is
 # installed (the current python3 runs), the timing stage times the synthetic task's first batches on
 # the CPU (fresh network, torch.compile's aot_eager backend), and the asv stage runs torch's chunk at
-# the `check` profile's one point on the CPU. STAGES (default "check timing asv")
-# picks the stages to run, and PARTS (default "crossover torch jax roofline decode jax-loss others") the
-# parts of the asv stage, each run in that order where named: a session that follows one which
-# measured torch's grid can go straight to JAX's with PARTS="jax roofline jax-loss".
+# the `check` profile's one point on the CPU. STAGES (default "check timing asv") picks the stages
+# to run, and PARTS (default "crossover torch jax roofline decode jax-loss others trees") the parts
+# of the asv stage, each run in that order where named: a session that follows one which measured
+# torch's grid can go straight to JAX's with PARTS="jax roofline jax-loss".
 set -uo pipefail
 MACHINE=${1:?machine name, e.g. nvidia-h200}
 BUDGET=${2:?wall-clock seconds}
@@ -130,10 +130,13 @@ chunk() {  # chunk BACKEND CLASS_REGEX METHOD_REGEX LENGTH_REGEX TAGS_REGEX [JAX
 crossover() {  # crossover BACKEND LENGTH_REGEX [JAX_PLATFORMS]: every method, operation, T and B
     asv_run "^bench_crossover\.Crossover\.time_crossover\('$1', '[a-z0-9-]+', '[a-z_]+', ($2), [0-9]+, [0-9]+, '$ASV_DEVICE'\)$" "${3:-}"
 }
+trees() {  # trees BACKEND LENGTH_REGEX [JAX_PLATFORMS]: bench_trees, every tree method, operation and B
+    asv_run "^bench_trees\.Trees\.time_trees\('$1', '[a-z0-9-]+', '[a-z_]+', ($2), [0-9]+, '$ASV_DEVICE'\)$" "${3:-}"
+}
 export CRFBENCH_ASV_PROFILE=$ASV_PROFILE
 PAPER='crf|bcrf-10'
 EVERY='[0-9]+'
-PARTS=" ${PARTS:-crossover torch jax roofline decode jax-loss others} "
+PARTS=" ${PARTS:-crossover torch jax roofline decode jax-loss others trees} "
 part() { [[ $PARTS == *" $1 "* ]]; }  # part NAME: whether PARTS names it
 # Where BCRF overtakes each baseline (the crossover figure), compiled, torch then JAX, largest N first
 part crossover && for length in $LENGTHS; do crossover torch "$length" cpu; done
@@ -144,6 +147,9 @@ part roofline && asv_run "^bench_roofline\.(MemoryBandwidth\.\w+\('(torch|jax)',
 part decode && chunk torch Decode "$PAPER" "${LENGTHS// /|}" "$EVERY" cpu
 part jax-loss && for length in $LENGTHS; do chunk jax LossAndGrad "$PAPER" "$length" '32|128'; done
 part others && chunk torch 'Marginals|LossAndGrad' 'crf-scan|meanfield-10' "${LENGTHS// /|}" "$EVERY" cpu
+# The dependency-tree methods over the tree grid's N (8 to 128 words), torch then JAX, one chunk each
+part trees && trees torch "$EVERY" cpu
+part trees && trees jax "$EVERY"
 stage "done"
 pack
 ls -la "$OUT"

@@ -1,6 +1,7 @@
 """The command line of the papers' own studies: the Bethe-projection experiments (``crfbench
-bethe``), the Newton-CRF solvers (``crfbench newton``) and the SparseMAP paper's dependency parsers
-(``crfbench parse``), each a group of sub-commands (``crfbench.cli``)."""
+bethe``), the Newton-CRF solvers (``crfbench newton``), the SparseMAP paper's solvers on random
+trees (``crfbench sparsemap``) and its dependency parsers (``crfbench parse``), each a group of
+sub-commands (``crfbench.cli``)."""
 
 from __future__ import annotations
 
@@ -161,8 +162,58 @@ def _parse_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sparsemap_trees(args: argparse.Namespace) -> int:
+    from .environment import set_threads
+    from .tree_solvers import Settings, run
+
+    set_threads(1)  # the traces' seconds are one thread's
+    settings = Settings(
+        words=args.words,
+        instances=args.instances,
+        iterations=args.iterations,
+        reference_iterations=args.reference_iterations,
+        seed=args.seed,
+    )
+    table = run(settings)
+    io.write_csv(args.out, table)
+    last = table.groupby(["solver", "instance"], sort=False).tail(1)
+    print(last.groupby("solver", sort=False)[["iteration", "gap", "support", "seconds"]].mean().to_string())
+    print(f"-> {args.out}")
+    return 0
+
+
+def _add_sparsemap_commands(commands: Any) -> None:
+    """The ``sparsemap`` group: the SparseMAP paper's solver comparison on its own setting."""
+    sparsemap = commands.add_parser(
+        "sparsemap", help="the SparseMAP paper's solver study on random trees, Fig. 2 (crfbench.tree_solvers)"
+    ).add_subparsers(dest="experiment", required=True)
+    trees = sparsemap.add_parser(
+        "trees",
+        help="the active set against vanilla, away-step and pairwise Frank-Wolfe on random-potential "
+        "dependency trees, traced per iteration (the pipeline writes results/sparsemap/tree-solvers.csv)",
+    )
+    trees.add_argument("--words", type=positive_int, default=20, help="words per sentence (the paper: 20)")
+    trees.add_argument("--instances", type=positive_int, default=5, help="random sentences")
+    trees.add_argument("--iterations", type=positive_int, default=100, help="iterations per solver")
+    trees.add_argument(
+        "--reference-iterations",
+        type=positive_int,
+        default=1000,
+        help="the active set's iteration cap for the optimum (at least --iterations)",
+    )
+    trees.add_argument("--seed", type=non_negative_int, default=0, help="random seed of the scores")
+    trees.add_argument(
+        "--out",
+        type=output_file,
+        required=True,
+        help="CSV file to write, one row per iteration (the pipeline's: results/sparsemap/tree-solvers.csv)",
+    )
+    trees.set_defaults(handler=_sparsemap_trees)
+
+
 def add_study_commands(commands: Any) -> None:
-    """Add the ``bethe``, ``newton`` and ``parse`` groups to ``commands`` (argparse's sub-parsers)."""
+    """Add the ``bethe``, ``newton``, ``sparsemap`` and ``parse`` groups to ``commands`` (argparse's
+    sub-parsers)."""
     bethe = commands.add_parser(
         "bethe", help="the Bethe-projection paper's experiments (crfbench.bethe)"
     ).add_subparsers(dest="experiment", required=True)
@@ -224,6 +275,8 @@ def add_study_commands(commands: Any) -> None:
     newton_cost.add_argument("--repeats", type=positive_int, help="best of this many calls (default 3)")
     newton_cost.add_argument("--out", type=output_file, required=True, help="CSV file to write")
     newton_cost.set_defaults(handler=_newton_cost)
+
+    _add_sparsemap_commands(commands)
 
     from .parsing.treebank import LANGUAGES  # no torch
     from .uses import PARSER_LOSSES

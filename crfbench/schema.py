@@ -300,6 +300,24 @@ NEWTON_SOLVER_COLUMNS = (
 NEWTON_COST_TABLE = "newton/cost.csv"
 NEWTON_COST_COLUMNS = ("backend", "N", "T", "F", "gradient", "hvp_dp", "hvp_dp_with_sweep", "hvp_autodiff")
 
+# -- the SparseMAP tree-solver study (results/sparsemap/) --------------------------------------------
+
+#: Every solver's trace on every random tree instance, one row per iteration (crfbench.tree_solvers).
+TREE_SOLVERS_TABLE = "sparsemap/tree-solvers.csv"
+TREE_SOLVER_COLUMNS = (
+    "instance",
+    "words",
+    "solver",
+    "iteration",
+    "seconds",
+    "objective",
+    "optimum",
+    "gap",
+    "wolfe_gap",
+    "support",
+    "converged",
+)
+
 # -- what crfbench aggregate gathers ---------------------------------------------------------------
 
 #: Each per-run CSV kind that ``crfbench aggregate`` takes: the columns the results tables need, and

@@ -263,7 +263,8 @@ CLAIMS: dict[str, Claim] = {
     # parsers (trees per sentence, parse_inputs.TREE_SUPPORT) where they ran.
     "sparsemap-2": SparsityClaim(("sparsemap", "m-sparsemap")),
     # Fig. 2 (random-potential trees): objective and sparsity against iterations; ours on the
-    # sweep's CRF-trained chains, from 10 iterations (below that every solver is still adding).
+    # sweep's CRF-trained chains, from 10 iterations (below that every solver is still adding), and
+    # on random trees where that study ran (ledger.tree_solver_cells: the gap to the optimum).
     "sparsemap-3": SolverClaim(SOLVER_BUDGETS),
     # Table 1: the non-local model against the chain CRF it starts from, paired over test citations.
     "bethe-1": AccuracyClaim(

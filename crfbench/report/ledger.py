@@ -53,6 +53,7 @@ from .paired import accuracy_cells
 from .parse_claims import best_of_cells, best_of_reason
 from .parse_inputs import PARSE_DATASETS, TREE_SUPPORT, ParseResults
 from .stats import ITEM_COLUMNS
+from .tree_solvers import budget_means
 
 __doc__ += f"\nVerdict rule. {VERDICT_RULE}\n"  # stated once, read by the report and by help()
 
@@ -152,6 +153,52 @@ def solver_cells(sweep: pd.DataFrame) -> pd.DataFrame:
                         "verdict": _ordered(checks),
                     }
                 )
+    return pd.DataFrame(rows, columns=list(CELL_COLUMNS))
+
+
+def tree_solver_cells(trace: pd.DataFrame) -> pd.DataFrame:
+    """One row (:data:`CELL_COLUMNS`) per (solver claim, other solver) of the random-tree study
+    (results/sparsemap/tree-solvers.csv, the paper's own setting), the same check as
+    :func:`solver_cells` with the gap to the optimum (the paper's objective) in place of the Wolfe
+    gap, means over the instances: the reference solver's mean gap minus the other's at the largest
+    budget, and the verdict."""
+    rows = []
+    for claim, spec in CLAIMS.items():
+        if not isinstance(spec, SolverClaim):
+            continue
+        means = budget_means(trace, spec.budgets).set_index(["solver", "budget"])
+        solvers = dict.fromkeys(means.index.get_level_values("solver"))
+        if spec.reference not in solvers:
+            continue
+        ours = means.loc[spec.reference]
+        for other in solvers:
+            if other == spec.reference:
+                continue
+            theirs = means.loc[other]
+            shared = [k for k in ours.index if k in theirs.index]
+            if not shared:
+                continue
+            checks = (
+                ours.loc[k, "gap"] <= theirs.loc[k, "gap"] + GAP_TIE
+                and ours.loc[k, "support"] <= theirs.loc[k, "support"]
+                for k in shared
+            )
+            last = shared[-1]
+            rows.append(
+                {
+                    "claim": claim,
+                    "dataset": f"random trees, {int(trace['words'].iloc[0])} words",
+                    "encoder": "",
+                    "a": f"tree-sparsemap/{spec.reference}",
+                    "b": f"tree-sparsemap/{other}",
+                    "metric": f"objective gap at {last} it. (trees)",
+                    "expect": "lower",
+                    "n_seeds": 1,
+                    "n_sentences": int(theirs.loc[last, "n"]),
+                    "difference": float(ours.loc[last, "gap"] - theirs.loc[last, "gap"]),
+                    "verdict": _ordered(checks),
+                }
+            )
     return pd.DataFrame(rows, columns=list(CELL_COLUMNS))
 
 
@@ -313,7 +360,7 @@ def _cells_range(cells: pd.DataFrame) -> str:
     """Our differences' range per metric, named when the claim reads several metrics."""
     ranges = {
         metric: _range(group["difference"], "{:+.1e}")
-        if metric.startswith("Wolfe gap")  # gaps span orders of magnitude
+        if metric.startswith(("Wolfe gap", "objective gap"))  # gaps span orders of magnitude
         else _range(group["difference"], "x{:.0f}")
         if metric.startswith("speed-up")
         else _range(group["difference"], "x{:.2f}")
@@ -442,6 +489,7 @@ def claim_ledger(
     cgm: pd.DataFrame | None = None,
     newton: tuple[pd.DataFrame | None, pd.DataFrame | None, pd.DataFrame | None] = (None, None, None),
     parse: ParseResults | None = None,
+    trees: pd.DataFrame | None = None,
     margin: float = MARGIN,
     resamples: int = RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
@@ -455,7 +503,8 @@ def claim_ledger(
     ``curves`` and ``sweep``: results/curves.csv and sweep.csv, for the sparsity and solver claims;
     ``cgm``: results/bethe/cgm.csv, for the CGM speed claim; ``newton``: results/newton/'s trace,
     solvers and cost tables (``report.newton.read_newton``), for the Newton claims; ``parse``: the
-    dependency parsers' rows (``parse_inputs.parse_results``), for the parsing claims.
+    dependency parsers' rows (``parse_inputs.parse_results``), for the parsing claims; ``trees``:
+    results/sparsemap/tree-solvers.csv, the solver claim on random trees beside the sweep's chains.
     """
     order = {claim_id: position for position, claim_id in enumerate(claims["id"])}
     parts = [accuracy_cells(sentences, tasks, margin=margin, resamples=resamples, seed=seed)]
@@ -466,6 +515,8 @@ def claim_ledger(
         parts.append(tree_sparsity_cells(parse.curves))
     if sweep is not None:
         parts.append(solver_cells(sweep))
+    if trees is not None:
+        parts.append(tree_solver_cells(trees))
     if cgm is not None:
         parts.append(cgm_cells(cgm))
     trace, solvers, cost = newton

@@ -54,6 +54,7 @@ from .training import (
     sweep_figure,
     sweep_table,
 )
+from .tree_solvers import read_tree_solvers, tree_solver_figures, tree_solver_table
 
 #: Keys of the ``notes`` argument: a table id, or "all" for notes on every table.
 NOTE_KEYS = ("all", *(spec.id for spec in TABLES))
@@ -123,6 +124,7 @@ def render_report(
     if not bethe:
         absent.append("results/bethe/ holds no experiment of the Bethe paper: no Bethe tables.")
     newton = newton_sections(results_dir)
+    trees = read_tree_solvers(results_dir)  # the SparseMAP solvers on random trees; None: not run
     if not newton:
         absent.append("results/newton/ holds no Newton-CRF study: no Newton tables.")
     metrics, timing = files[METRICS_TABLE], files[TIMING_TABLE]
@@ -146,6 +148,7 @@ def render_report(
         cgm=read_cgm(results_dir),
         newton=read_newton(results_dir),
         parse=parse,
+        trees=trees,
     )
     parsing = parse_sections(parse, paper_csv, ledger[1])
     if not parsing:
@@ -171,6 +174,7 @@ def render_report(
     figures += sweep_figure(sweep, figures_dir / "sweep.png")
     figures += support_figure(curves, figures_dir / "sparsemap-support.png")
     figures += solver_figure(sweep, figures_dir / "sparsemap-solvers.png")
+    figures += tree_solver_figures(trees, figures_dir)
     figures += iteration_figures(stats["score"], paper, figures_dir)
     for table_id, stem in (("2", "speedup-train"), ("3", "speedup-decode")):
         if table_id in by_id:
@@ -185,6 +189,8 @@ def render_report(
     }
     summaries = summary_tables(scaling)
     frames = training | {stem: frame for stem, (_, frame) in summaries.items()}
+    if trees is not None:
+        frames["sparsemap-tree-solvers"] = tree_solver_table(trees)
     frames |= {stem: frame for stem, _, frame in bethe + newton}
     for stem, frame in frames.items():
         written += _write_frame(out_dir / "tables" / stem, frame)

@@ -360,6 +360,12 @@ def _rows(done: Any, like: Any) -> Any:
     return done.reshape((-1,) + (1,) * (like.ndim - 1))
 
 
+def objective(state: State, unary: Any) -> Any:
+    """(B,) ``θᵀy − ½‖u‖²`` of the iterate ``state``, whose tag marginals are ``unary`` (the
+    SparseMAP value once it has converged): what a trace of the solver records per iteration."""
+    return (state.weights * state.theta).sum(-1) - 0.5 * (unary * unary).sum((1, 2))
+
+
 def finish(problem: Problem, state: State, solver: str, iterations: Any, errors: Any, dtype: Any) -> Solution:
     """The solution at the last iterate: u*, v* and the value from the support, the KKT inverse
     the backward pass needs (recomputed, a pseudo-inverse, on a Frank–Wolfe support, which may be
@@ -370,7 +376,7 @@ def finish(problem: Problem, state: State, solver: str, iterations: Any, errors:
     pairwise = None
     if problem.transitions is not None:
         pairwise = o.astype(algebra.pairwise(state.paths, state.weights, num_tags), dtype)
-    value = (state.weights * state.theta).sum(-1) - 0.5 * (unary * unary).sum((1, 2))
+    value = objective(state, unary)
     if solver == "active-set":
         inverse = state.inverse
     else:

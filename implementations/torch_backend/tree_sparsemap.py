@@ -20,6 +20,18 @@ def _host_trees(adjusted: Tensor, lengths: Tensor) -> Tensor:
     return torch.as_tensor(heads, device=adjusted.device)
 
 
+def begin(
+    scores: Tensor, lengths: Tensor, *, tolerance: float | None, max_support: int
+) -> tuple[chain_kernel.Problem, chain_kernel.State]:
+    """The solver's problem on detached scores in float64 (``sparsemap.WORKING``, for the reasons
+    the chain's solver gives) with the host oracle, and its initial state: what ``solution`` runs,
+    and what a caller that steps the solver itself (``crfbench.tree_solvers``) starts from."""
+    with torch.no_grad():
+        return trees.begin(
+            scores, lengths, tolerance, max_support, best_trees=_host_trees, working=sparsemap.WORKING
+        )
+
+
 def solution(
     scores: Tensor,
     lengths: Tensor,
@@ -29,12 +41,10 @@ def solution(
     tolerance: float | None,
     max_support: int,
 ) -> chain_kernel.Solution:
-    """Run ``solver`` on detached scores in float64 (``sparsemap.WORKING``, for the reasons the
-    chain's solver gives); μ*, the value and the gaps come back in the scores' dtype."""
+    """Run ``solver`` from :func:`begin`; μ*, the value and the gaps come back in the scores'
+    dtype."""
+    begun = begin(scores, lengths, tolerance=tolerance, max_support=max_support)
     with torch.no_grad():
-        begun = trees.begin(
-            scores, lengths, tolerance, max_support, best_trees=_host_trees, working=sparsemap.WORKING
-        )
         return sparsemap.run(*begun, solver, iterations, scores.dtype)
 
 

@@ -253,6 +253,15 @@ def newton_tables():
     return [path for name, paths in tables.items() if name in NEWTON for path in paths]
 
 
+# The SparseMAP solvers on random trees (rules/tree_solvers.smk): run only where the config has the key.
+TREE_SOLVERS = config.get("tree_solvers")
+
+
+def tree_solver_tables():
+    """The tree-solver study's table, when the config asks for it."""
+    return list(rules.tree_solvers.output) if TREE_SOLVERS is not None else []
+
+
 def ocr_folds(name):
     """Every OCR fold's ``name`` file (``schema.OCR_FOLD_TABLE`` or ``OCR_FOLD_WORDS``)."""
     return [f"{OCR_FOLD.format(fold=fold)}/{name}" for fold in BETHE.get("ocr", {}).get("folds", [])]
