@@ -13,6 +13,8 @@ from . import io
 from .cli_args import (
     USER_ERRORS,
     Parser,
+    add_allow_dirty_argument,
+    dirty_allowed,
     input_dir,
     input_file,
     non_negative_int,
@@ -200,6 +202,7 @@ def _add_common_arguments(command: argparse.ArgumentParser) -> None:
 def parser() -> argparse.ArgumentParser:
     """The argument parser, one sub-command per job."""
     main = Parser(prog="crfbench", description=__doc__)
+    add_allow_dirty_argument(main, writes_results=False)
     commands = main.add_subparsers(dest="command", required=True)
     agree = commands.add_parser(
         "agree", help="compare every method across backends and with NumPy oracles; exit 1 on disagreement"
@@ -210,6 +213,7 @@ def parser() -> argparse.ArgumentParser:
     agree.add_argument("--quick", action="store_true", help="small grid (N <= 8, T <= 5), for tests")
     agree.add_argument("--csv", type=output_file, default=Path("results/agreement/agreement.csv"))
     agree.add_argument("--report", type=output_file, default=Path("reports/agreement.md"))
+    add_allow_dirty_argument(agree)
     agree.set_defaults(handler=_agree)
 
     from .uses import DECODERS, TIMED_DECODERS, TIMED_LOSSES, TIMING_MODES  # names alone: no torch
@@ -226,6 +230,7 @@ def parser() -> argparse.ArgumentParser:
         "--stop-after", type=positive_int, help="stop after this many epochs in this call (resume later)"
     )
     _add_restart_argument(train)
+    add_allow_dirty_argument(train)
     train.set_defaults(handler=_train)
 
     evaluate = commands.add_parser(
@@ -236,6 +241,7 @@ def parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--decoders", nargs="+", choices=list(DECODERS), default=list(DECODERS))
     evaluate.add_argument("--splits", nargs="+", choices=["dev", "test"], default=["dev", "test"])
     evaluate.add_argument("--batch-size", type=positive_int, help="decoding batch size (default: the run's)")
+    add_allow_dirty_argument(evaluate)
     evaluate.set_defaults(handler=_evaluate)
 
     swept = commands.add_parser(
@@ -246,6 +252,7 @@ def parser() -> argparse.ArgumentParser:
     swept.add_argument(
         "--max-sentences", type=positive_int, help="the first test sentences to sweep (default: 200)"
     )
+    add_allow_dirty_argument(swept)
     swept.set_defaults(handler=_sweep)
 
     timing = commands.add_parser(
@@ -291,6 +298,7 @@ def parser() -> argparse.ArgumentParser:
         "depends on the scores)",
     )
     _add_restart_argument(timing)
+    add_allow_dirty_argument(timing)
     timing.set_defaults(handler=_time)
 
     facts = commands.add_parser("data", help="check a dataset's files and write its facts (sizes, protocol)")
@@ -334,11 +342,17 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run one command; a user error (``USER_ERRORS``) is one line on stderr and exit status 2.
 
-    Arguments are checked as they are parsed (sizes, paths) and settings before a command writes
-    anything, and every output is written atomically, so a refused command leaves nothing behind.
+    Arguments are checked as they are parsed (sizes, paths); a command that writes results refuses
+    a git checkout with uncommitted changes unless ``--allow-dirty`` (``environment.check_committed``);
+    settings are checked before a command writes anything, and every output is written atomically,
+    so a refused command leaves nothing behind.
     """
     args = parser().parse_args(argv)
     try:
+        if args.writes_results and not dirty_allowed(args):
+            from .environment import check_committed
+
+            check_committed()
         return args.handler(args)
     except USER_ERRORS as error:
         print(f"crfbench {args.command}: error: {one_line(error)}", file=sys.stderr)

@@ -4,6 +4,7 @@ user errors reported as one line (``crfbench.cli``)."""
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -113,3 +114,29 @@ def add_setting_argument(command: argparse.ArgumentParser, example: str) -> None
         metavar="NAME=VALUE",
         help=f"override one of the experiment's Settings (value read as YAML), e.g. {example}",
     )
+
+
+#: Set to 1 in the environment, as ``--allow-dirty``: the pipeline's ``allow_dirty`` key sets it for
+#: its jobs (workflow/rules/common.smk) rather than adding a flag to their commands, whose text
+#: Snakemake compares to decide what to rerun: allowing a dirty checkout changes no result.
+ALLOW_DIRTY_VARIABLE = "CRFBENCH_ALLOW_DIRTY"
+_ALLOW_DIRTY_HELP = (
+    "write results from a git checkout with uncommitted changes (they record the revision with "
+    f"+dirty); without it such a checkout is refused (also: {ALLOW_DIRTY_VARIABLE}=1)"
+)
+
+
+def add_allow_dirty_argument(command: argparse.ArgumentParser, *, writes_results: bool = True) -> None:
+    """Give ``command`` the ``--allow-dirty`` flag; ``writes_results`` marks it as a command whose
+    results must come from committed code (``crfbench.cli.main`` checks before it runs). The flag
+    is also accepted before the command name (``crfbench --allow-dirty train ...``)."""
+    command.add_argument(
+        "--allow-dirty", action="store_true", default=argparse.SUPPRESS, help=_ALLOW_DIRTY_HELP
+    )
+    command.set_defaults(writes_results=writes_results)
+
+
+def dirty_allowed(args: argparse.Namespace) -> bool:
+    """Whether ``--allow-dirty`` (or its environment variable) lets results come from a checkout
+    with uncommitted changes."""
+    return bool(getattr(args, "allow_dirty", False)) or os.environ.get(ALLOW_DIRTY_VARIABLE) == "1"

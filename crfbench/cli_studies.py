@@ -11,6 +11,7 @@ from typing import Any
 
 from . import io
 from .cli_args import (
+    add_allow_dirty_argument,
     add_setting_argument,
     checked,
     experiment_settings,
@@ -230,6 +231,7 @@ def add_study_commands(commands: Any) -> None:
     cgm.add_argument("--beta", type=float, default=0.0, help="Bethe-RDA's β (0: the paper's, no step size)")
     cgm.add_argument("--seed", type=non_negative_int, default=0, help="random seed of the problems")
     cgm.add_argument("--out", type=output_file, required=True, help="CSV file to write")
+    add_allow_dirty_argument(cgm)
     cgm.set_defaults(handler=_cgm)
 
     ocr = bethe.add_parser(
@@ -242,6 +244,7 @@ def add_study_commands(commands: Any) -> None:
     add_setting_argument(ocr, "max_train_words=500 (see crfbench/bethe/ocr.py Settings)")
     ocr.add_argument("--data-dir", help="holds ocr-taskar/letter.data (default: $CRFBENCH_DATA)")
     ocr.add_argument("--out-dir", type=output_dir, required=True, help="folder for table.csv and words.csv")
+    add_allow_dirty_argument(ocr)
     ocr.set_defaults(handler=_ocr)
 
     citation = bethe.add_parser(
@@ -253,6 +256,7 @@ def add_study_commands(commands: Any) -> None:
     add_setting_argument(citation, "max_citations=100 (see crfbench/bethe/citation.py Settings)")
     citation.add_argument("--data-dir", help="holds umass-citation/ (default: $CRFBENCH_DATA)")
     citation.add_argument("--out-dir", type=output_dir, required=True, help="folder for the run's tables")
+    add_allow_dirty_argument(citation)
     citation.set_defaults(handler=_citation)
 
     newton = commands.add_parser(
@@ -266,6 +270,7 @@ def add_study_commands(commands: Any) -> None:
     newton_train.add_argument(
         "--out-dir", type=output_dir, required=True, help="folder for trace.csv and solvers.csv"
     )
+    add_allow_dirty_argument(newton_train)
     newton_train.set_defaults(handler=_newton_train)
     newton_cost = newton.add_parser("cost", help="seconds of one Hv (DP, autodiff) against one gradient")
     newton_cost.add_argument(
@@ -274,6 +279,7 @@ def add_study_commands(commands: Any) -> None:
     newton_cost.add_argument("--tokens", type=positive_int, help="tokens per random corpus (default 4096)")
     newton_cost.add_argument("--repeats", type=positive_int, help="best of this many calls (default 3)")
     newton_cost.add_argument("--out", type=output_file, required=True, help="CSV file to write")
+    add_allow_dirty_argument(newton_cost)
     newton_cost.set_defaults(handler=_newton_cost)
 
     _add_sparsemap_commands(commands)
@@ -313,6 +319,7 @@ def add_study_commands(commands: Any) -> None:
     )
     parse_train.add_argument("--device", default="cpu", help="torch device (default cpu)")
     parse_train.add_argument("--data-dir", help="holds ud-2.15/ (default: $CRFBENCH_DATA)")
+    add_allow_dirty_argument(parse_train)
     parse_train.set_defaults(handler=_parse_train)
     parse_evaluate = parse.add_parser(
         "evaluate", help="UAS of a trained parser on dev and test; evaluation.csv"
@@ -321,4 +328,5 @@ def add_study_commands(commands: Any) -> None:
         "--run-dir", type=input_dir, required=True, help="a folder written by `parse train`"
     )
     parse_evaluate.add_argument("--data-dir", help="holds ud-2.15/ (default: $CRFBENCH_DATA)")
+    add_allow_dirty_argument(parse_evaluate)
     parse_evaluate.set_defaults(handler=_parse_evaluate)

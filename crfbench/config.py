@@ -40,12 +40,21 @@ class RunConfig:
     )
     loss: str = "crf"
     loss_iterations: int = 10  # MF / BCRF iterations inside the training loss (paper: 10)
-    epochs: int = 10  # the cap: training stops earlier when ``patience`` says the dev curve is flat
-    patience: int | None = None  # epochs without a better dev score before stopping; None: run to the cap
-    min_delta: float = 0.0  # what "better" means for patience: a dev score up by more than this
+    epochs: int = 100  # the cap, set high: the learning-rate schedule ends training (below)
+    # Adam at a constant rate, cut by ``lr_factor`` whenever the dev score has not risen by more
+    # than ``min_delta`` over its last step up for ``patience`` epochs (torch's ReduceLROnPlateau);
+    # the next such plateau after ``lr_reductions`` cuts, or at the ``min_learning_rate`` floor, ends
+    # training. ``patience`` None: no cuts and no early stop, the constant rate to the cap.
+    patience: int | None = 2
+    min_delta: float = 0.0
+    lr_factor: float = 0.5
+    lr_reductions: int = 2
+    min_learning_rate: float = 0.0
     batch_size: int = 32
     learning_rate: float | None = None  # None: LEARNING_RATES[scorer.encoder]
-    warmup: float = 0.1  # share of updates with a linearly rising learning rate
+    # A dev grid: one run per rate (sub-folders of the run's), the best dev score's is the run's
+    # (crfbench.tuning.choose_learning_rate); replaces ``learning_rate``.
+    learning_rates: tuple[float, ...] | None = None
     grad_clip: float | None = 5.0  # max gradient norm; None disables clipping
     selection_decoder: str | None = None  # dev-set model selection; None: the loss's own decoder
     seed: int = 0
@@ -74,10 +83,19 @@ class RunConfig:
         for name, value in positive.items():
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}: must be a positive integer, got {value!r}")
-        if self.min_delta < 0:
-            raise ValueError(f"min_delta: must be >= 0, got {self.min_delta!r}")
-        if not 0.0 <= self.warmup < 1.0:
-            raise ValueError(f"warmup: must be in [0, 1), got {self.warmup!r}")
+        for name in ("min_delta", "min_learning_rate"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)!r}")
+        if not 0.0 < self.lr_factor < 1.0:
+            raise ValueError(f"lr_factor: must be in (0, 1), got {self.lr_factor!r}")
+        if isinstance(self.lr_reductions, bool) or self.lr_reductions < 0:
+            raise ValueError(f"lr_reductions: must be an integer >= 0, got {self.lr_reductions!r}")
+        if self.learning_rates is not None:
+            if self.learning_rate is not None:
+                raise ValueError("learning_rates: give a grid or one learning_rate, not both")
+            rates = self.learning_rates
+            if not rates or len(set(rates)) != len(rates) or not all(rate > 0 for rate in rates):
+                raise ValueError(f"learning_rates: must be distinct positive numbers, got {list(rates)!r}")
         for name in ("learning_rate", "grad_clip"):
             value = getattr(self, name)
             if value is not None and not value > 0:
@@ -110,7 +128,13 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         values = dataclasses.asdict(self)
         values["scorer"] = self.scorer.to_dict()
+        if self.learning_rates is not None:  # as JSON reads it back
+            values["learning_rates"] = list(self.learning_rates)
         return values
+
+    def at_learning_rate(self, rate: float) -> RunConfig:
+        """The settings of one run of the ``learning_rates`` grid: trained at ``rate``."""
+        return dataclasses.replace(self, learning_rate=rate, learning_rates=None)
 
 
 def parse_device(device: str) -> torch.device:

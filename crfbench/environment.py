@@ -86,24 +86,78 @@ def device_name(device: torch.device) -> str:
     return cpu
 
 
-def _revision() -> str | None:
-    """The git commit of the checkout the code runs from, with ``+dirty`` if it has changes."""
-    root = Path(__file__).resolve().parent.parent
+#: The checkout the code runs from: its commit is every result's revision.
+SOURCE_ROOT = Path(__file__).resolve().parent.parent
+#: Folders the pipeline writes into (tracked tables and pages it regenerates): changes there are
+#: its own outputs, not changes to the code, so they never make a checkout dirty.
+OUTPUT_FOLDERS = ("results/", "reports/")
+#: How many changed files a refusal names.
+NAMED_CHANGES = 5
+
+
+def _git(root: Path, *arguments: str) -> str:
+    return subprocess.run(
+        ["git", *arguments], cwd=root, capture_output=True, text=True, check=True, timeout=10
+    ).stdout
+
+
+def changed_files(root: Path | None = None) -> list[str] | None:
+    """The tracked files of the git checkout at ``root`` (default ``SOURCE_ROOT``) with uncommitted
+    changes (staged or not) outside ``OUTPUT_FOLDERS``; None when ``root`` is not a git checkout
+    (or git is missing).
+
+    Untracked files do not count: the code that runs is tracked (an untracked module only runs
+    when a tracked one, then changed, imports it), and run folders, logs and scratch files are
+    untracked outputs.
+    """
+    root = SOURCE_ROOT if root is None else root
     try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True, timeout=10
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=10,
-        ).stdout.strip()
+        status = _git(root, "status", "--porcelain", "--untracked-files=no", "-z")
     except (OSError, subprocess.SubprocessError):
         return None
-    return commit + ("+dirty" if dirty else "")
+    entries = [entry for entry in status.split("\0") if entry]
+    paths, skip = [], False
+    for entry in entries:
+        if skip:  # a rename's second field: the path it was renamed from
+            skip = False
+            continue
+        code, path = entry[:2], entry[3:]
+        skip = "R" in code or "C" in code
+        if not path.startswith(OUTPUT_FOLDERS):
+            paths.append(path)
+    return paths
+
+
+def revision(root: Path | None = None) -> str | None:
+    """The git commit of the checkout at ``root``, with ``+dirty`` if it has changes
+    (``changed_files``); None outside a git checkout."""
+    root = SOURCE_ROOT if root is None else root
+    try:
+        commit = _git(root, "rev-parse", "HEAD").strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    changed = changed_files(root)
+    return commit + ("+dirty" if changed is None or changed else "")
+
+
+def check_committed(root: Path | None = None) -> None:
+    """ValueError (one line, naming the first changed files) when the code at ``root`` is not a
+    clean git checkout: results must name the commit that made them. ``--allow-dirty`` skips this
+    check, and the results then record the revision with ``+dirty``."""
+    root = SOURCE_ROOT if root is None else root
+    changed = changed_files(root)
+    if changed is None:
+        raise ValueError(
+            f"{root} is not a git checkout: results could not name their commit; pass --allow-dirty "
+            "to write them anyway"
+        )
+    if changed:
+        named = ", ".join(changed[:NAMED_CHANGES])
+        more = f" and {len(changed) - NAMED_CHANGES} more" if len(changed) > NAMED_CHANGES else ""
+        raise ValueError(
+            f"the checkout {root} has uncommitted changes ({named}{more}): commit them, or pass "
+            "--allow-dirty (pipeline: allow_dirty: true) to write results marked +dirty"
+        )
 
 
 def describe(device: torch.device) -> dict[str, object]:
@@ -120,6 +174,6 @@ def describe(device: torch.device) -> dict[str, object]:
         "threads": torch.get_num_threads(),
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "revision": _revision(),
+        "revision": revision(),
         "versions": versions,
     }

@@ -1,44 +1,61 @@
 """Train a scorer with one of the paper's losses; checkpoint every epoch, resume when interrupted.
 
-Adam with a linear schedule (warm-up over ``config.warmup`` of the updates, then linear decay to
-zero at the epoch cap), the loss averaged over the sentences of a batch, dev-set model selection
-on the task's primary metric with the selection decoder, and early stopping: training ends once
-``config.patience`` epochs in a row have not raised the dev score by more than ``config.min_delta``
-over the last such step up (a curve creeping up by less is flat enough). What the run's folder
-holds, and how it is read and written: ``crfbench.run_folder``.
+Adam at a constant learning rate, cut on plateaus of the dev score (torch's ``ReduceLROnPlateau``,
+the same rule for every loss): when ``config.patience`` epochs in a row have not raised the dev
+score by more than ``config.min_delta`` over its last step up (a curve creeping up by less is flat
+enough), the rate is multiplied by ``config.lr_factor``, down to ``config.min_learning_rate``. The
+next plateau after ``config.lr_reductions`` cuts, or one at the floor, ends training (early
+stopping); the epoch cap ``config.epochs`` is a safety net set high enough not to end a run that
+still improves (``train.json`` records when it did). The loss is averaged over the sentences of a
+batch; the model kept is the best dev epoch's, on the task's primary metric with the selection
+decoder. Every epoch writes one line (loss, dev score, learning rate, seconds) to stderr, the
+pipeline's log (``crfbench.console``). With a ``config.learning_rates`` grid, one run per rate is
+trained in a sub-folder and the best dev score's is the run's (``crfbench.tuning``). What the run's
+folder holds, and how it is read and written: ``crfbench.run_folder``.
 """
 
 from __future__ import annotations
 
 import math
+import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm.auto import tqdm
 
-from . import environment
+from . import console, environment
 from .batching import select, shuffled_batches, targets
 from .config import RunConfig, check_device_available
+from .data.types import Dataset
 from .experiment import load_dataset, mean_support, predict, score_batch
+from .io import save_atomic
 from .metrics import PRIMARY_METRIC, score
 from .models import build_scorer
 from .objectives import DECODERS, NATURAL_DECODER, is_partial, training_loss
 from .run_folder import load_checkpoint, record_run, save_checkpoint, save_model, write_summary
 from .schema import MODEL_FILE
+from .tuning import choose_learning_rate
+
+Log = Callable[[str], object]
 
 
-def linear_schedule(optimizer: torch.optim.Optimizer, total_steps: int, warmup: float):
-    """Learning-rate factor rising linearly over the warm-up steps, then falling linearly to 0."""
-    warmup_steps = math.ceil(warmup * total_steps)
-
-    def factor(step: int) -> float:
-        if step < warmup_steps:
-            return (step + 1) / warmup_steps
-        return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
-
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+def plateau_schedule(
+    optimizer: torch.optim.Optimizer, config: RunConfig
+) -> torch.optim.lr_scheduler.ReduceLROnPlateau:
+    """The learning-rate cuts of ``config`` on the dev score (torch counts the epochs without a
+    step up before a cut beyond its ``patience``, so it gets one less than ours)."""
+    return torch.optim.lr_scheduler.ReduceLROnPlateau(
+        optimizer,
+        mode="max",
+        factor=config.lr_factor,
+        patience=(config.patience or 1) - 1,
+        threshold=config.min_delta,
+        threshold_mode="abs",
+        min_lr=config.min_learning_rate,
+        eps=0.0,  # cut any rate, however small (torch ignores cuts under 1e-8 by default)
+    )
 
 
 def still_improving(state: dict[str, Any], patience: int | None) -> bool:
@@ -58,17 +75,108 @@ def train(
     stop_after: int | None = None,
     progress: bool = True,
     restart_if_changed: bool = False,
+    log: Log | None = console.log,
 ) -> dict[str, Any]:
     """Train (or resume) the run in ``run_dir``; return the summary (also ``train.json``).
 
     ``stop_after`` ends the call after that many epochs, as an interruption would (for tests and
     for sharing a time budget); calling again resumes from ``checkpoint.pt``. A ``run_dir`` made
     with other settings is refused, or restarted from scratch with ``restart_if_changed``.
+    ``progress`` shows a bar over each epoch's batches on a terminal; ``log`` gets a line per epoch
+    (None: silent).
     """
-    run_dir = Path(run_dir)
     environment.set_threads(config.threads)
     device = check_device_available(config.device)
     dataset = load_dataset(config, data_dir)
+    trainer = _train_grid if config.learning_rates is not None else _train_run
+    summary, _ = trainer(
+        config,
+        Path(run_dir),
+        dataset,
+        device,
+        stop_after=stop_after,
+        progress=progress,
+        restart_if_changed=restart_if_changed,
+        log=log,
+    )
+    return summary
+
+
+def grid_folder(run_dir: Path, rate: float) -> Path:
+    """The sub-folder of ``run_dir`` that holds its grid's run at learning rate ``rate``."""
+    return Path(run_dir) / f"lr-{rate:g}"
+
+
+def _train_grid(
+    config: RunConfig,
+    run_dir: Path,
+    dataset: Dataset,
+    device: torch.device,
+    *,
+    stop_after: int | None,
+    progress: bool,
+    restart_if_changed: bool,
+    log: Log | None,
+) -> tuple[dict[str, Any], int]:
+    """Train one run per rate of ``config.learning_rates`` (each in its ``grid_folder``, resumed
+    like any run), then make the best dev score's the run's: its model and curve, with every
+    rate's best dev score and the rate to try next (``choose_learning_rate``); the summary and the
+    epochs this call trained."""
+    assert config.learning_rates is not None
+    record_run(run_dir, config, dataset, device, restart_if_changed=restart_if_changed)
+    summaries = {}
+    left, trained_here = stop_after, 0
+    for rate in config.learning_rates:
+        if left is not None and left < 1:
+            break
+        if log is not None:
+            log(f"learning rate {rate:g} ({grid_folder(run_dir, rate)})")
+        summary, trained = _train_run(
+            config.at_learning_rate(rate),
+            grid_folder(run_dir, rate),
+            dataset,
+            device,
+            stop_after=left,
+            progress=progress,
+            restart_if_changed=restart_if_changed,
+            log=log,
+        )
+        summaries[rate] = summary
+        trained_here += trained
+        left = None if left is None else left - trained
+    metric = PRIMARY_METRIC[dataset.task]
+    finished = len(summaries) == len(config.learning_rates)
+    finished = finished and all(summary["finished"] for summary in summaries.values())
+    if not finished:  # interrupted (stop_after): the last rate's run says how far it got
+        return list(summaries.values())[-1] | {"finished": False}, trained_here
+    scores = {rate: summary[f"best_dev_{metric}"] for rate, summary in summaries.items()}
+    best, following = choose_learning_rate(scores)
+    chosen = summaries[best] | {
+        "learning_rate": best,
+        "learning_rate_grid": {f"{rate:g}": value for rate, value in scores.items()},
+        "next_learning_rate": following,
+    }
+    source = grid_folder(run_dir, best) / MODEL_FILE
+    save_atomic(run_dir / MODEL_FILE, lambda temporary: shutil.copyfile(source, temporary))
+    if log is not None:
+        widen = "" if following is None else f"; at the grid's edge: try {following:g} next"
+        log(f"chosen learning rate {best:g} (dev {metric} {scores[best]:.4f}){widen}")
+    write_summary(run_dir, chosen)
+    return chosen, trained_here
+
+
+def _train_run(
+    config: RunConfig,
+    run_dir: Path,
+    dataset: Dataset,
+    device: torch.device,
+    *,
+    stop_after: int | None,
+    progress: bool,
+    restart_if_changed: bool,
+    log: Log | None,
+) -> tuple[dict[str, Any], int]:
+    """Train (or resume) one run at one learning rate; the summary and the epochs this call trained."""
     tagset = dataset.tagset
     loss_function = training_loss(config.loss, config.loss_iterations)
     selection = config.selection_decoder or NATURAL_DECODER[config.loss]
@@ -81,8 +189,7 @@ def train(
     # Only now, when nothing left can fail on the settings, is the run directory written.
     record_run(run_dir, config, dataset, device, restart_if_changed=restart_if_changed)
     optimizer = torch.optim.Adam(scorer.parameters(), lr=config.resolved_learning_rate)
-    steps_per_epoch = math.ceil(len(dataset.train) / config.batch_size)
-    scheduler = linear_schedule(optimizer, config.epochs * steps_per_epoch, config.warmup)
+    scheduler = plateau_schedule(optimizer, config)
     shuffler = torch.Generator().manual_seed(config.seed)
     state: dict[str, Any] = {
         "epoch": 0,
@@ -91,6 +198,7 @@ def train(
         "best_dev": -math.inf,
         "improved_epoch": None,  # the last step up: a dev score > min_delta above the previous step up
         "improved_dev": -math.inf,
+        "plateaus": 0,  # plateaus met: each cut the learning rate, but the last, which ends training
         "stopped_early": False,
     }
 
@@ -103,16 +211,16 @@ def train(
         torch.set_rng_state(saved["torch_rng"])
         state = saved["state"]
 
-    for epochs_this_call, epoch in enumerate(range(state["epoch"] + 1, config.epochs + 1)):
-        if state["stopped_early"] or (stop_after is not None and epochs_this_call >= stop_after):
+    trained = 0
+    for epoch in range(state["epoch"] + 1, config.epochs + 1):
+        if state["stopped_early"] or (stop_after is not None and trained >= stop_after):
             break
         started = time.perf_counter()
+        learning_rate = optimizer.param_groups[0]["lr"]
         scorer.train()
         total_loss = 0.0
         batches = shuffled_batches(len(dataset.train), config.batch_size, shuffler)
-        for indices in tqdm(
-            batches, desc=f"epoch {epoch}/{config.epochs}", disable=not progress, leave=False
-        ):
+        for indices in console.progress_bar(batches, f"epoch {epoch}/{config.epochs}", progress=progress):
             sentences = select(dataset.train, indices)
             chain = score_batch(scorer, sentences, tagset, device)
             target = targets(is_partial(config.loss), sentences, tagset)
@@ -122,7 +230,6 @@ def train(
             if config.grad_clip is not None:
                 torch.nn.utils.clip_grad_norm_(scorer.parameters(), config.grad_clip)
             optimizer.step()
-            scheduler.step()
             total_loss += loss.item() * len(indices)
 
         predicted = predict(scorer, dataset.dev, tagset, DECODERS[selection], config.batch_size, device)
@@ -131,7 +238,7 @@ def train(
             "epoch": epoch,
             "train_loss": total_loss / len(dataset.train),
             f"dev_{metric}": dev_score,
-            "learning_rate": scheduler.get_last_lr()[0],
+            "learning_rate": learning_rate,  # the rate this epoch trained at
             "seconds": time.perf_counter() - started,
         }
         if loss_function.method == "sparsemap":  # how sparse its predictions get over training
@@ -143,22 +250,25 @@ def train(
             state["best_epoch"], state["best_dev"] = epoch, dev_score
             save_model(run_dir / MODEL_FILE, scorer, tagset.tags, epoch, dev_score)
         state["epoch"] = epoch
-        state["stopped_early"] = (
-            config.patience is not None and epoch - state["improved_epoch"] >= config.patience
+        if config.patience is not None:
+            state["stopped_early"] = _plateau_ends_training(scheduler, dev_score, state, config)
+        save_checkpoint(
+            run_dir,
+            {
+                "scorer": scorer.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "shuffler": shuffler.get_state(),
+                "torch_rng": torch.get_rng_state(),
+                "state": state,
+            },
         )
-        saved = {
-            "scorer": scorer.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(),
-            "shuffler": shuffler.get_state(),
-            "torch_rng": torch.get_rng_state(),
-            "state": state,
-        }
-        save_checkpoint(run_dir, saved)
-        if progress:
-            tqdm.write(
-                f"epoch {epoch}: train loss {state['history'][-1]['train_loss']:.4f}, dev {metric} "
-                f"({selection}) {dev_score:.4f}"
+        trained += 1
+        if log is not None:
+            log(
+                f"epoch {epoch}/{config.epochs}: train loss {entry['train_loss']:.4f}, dev {metric} "
+                f"({selection}) {dev_score:.4f}, lr {learning_rate:.3g}, {entry['seconds']:.1f} s"
+                + (" (stopping: the dev score is flat)" if state["stopped_early"] else "")
             )
 
     summary = {
@@ -169,10 +279,28 @@ def train(
         "still_improving": still_improving(state, config.patience),
         "selection_decoder": selection,
         "selection_metric": metric,
+        "learning_rate": config.resolved_learning_rate,
+        "learning_rate_cuts": state["plateaus"] - state["stopped_early"],
         "best_epoch": state["best_epoch"],
         f"best_dev_{metric}": state["best_dev"],
         "history": state["history"],
     }
     if summary["finished"]:
         write_summary(run_dir, summary)
-    return summary
+    return summary, trained
+
+
+def _plateau_ends_training(
+    scheduler: torch.optim.lr_scheduler.ReduceLROnPlateau,
+    dev_score: float,
+    state: dict[str, Any],
+    config: RunConfig,
+) -> bool:
+    """Step the schedule on this epoch's dev score; whether a plateau ends training: one met after
+    ``config.lr_reductions`` cuts, or one that could not cut the rate (at its floor)."""
+    before = scheduler.get_last_lr()[0]
+    scheduler.step(dev_score)
+    if scheduler.num_bad_epochs or state["improved_epoch"] == state["epoch"]:
+        return False  # no plateau: torch resets its count of epochs without a step up at each
+    state["plateaus"] += 1
+    return bool(state["plateaus"] > config.lr_reductions or scheduler.get_last_lr()[0] >= before)

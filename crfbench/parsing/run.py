@@ -7,7 +7,7 @@ dataset facts, environment), ``model.pt`` (the model of the best dev epoch, with
 
 Defaults where the SparseMAP paper is silent (:class:`ParseConfig`): the learning rate is the
 middle of the paper's grid (``LEARNING_RATES``), to be chosen on dev with
-``crfbench.parsing.train.choose_learning_rate``; batches of 32 sentences, the loss averaged over
+``crfbench.tuning.choose_learning_rate``; batches of 32 sentences, the loss averaged over
 them; at most 30 epochs, stopping once 5 epochs in a row have not raised the dev UAS.
 """
 

@@ -6,16 +6,17 @@ batch's sentences. After every epoch the dev set is parsed with the MAP tree and
 (punctuation included, ``metrics``); the best epoch's model is saved to ``model.pt``, and training
 stops once ``patience`` epochs in a row have not raised the dev UAS (or at the epoch cap). The
 untrained model's dev UAS is recorded as epoch 0. Each epoch prints one line (training loss, dev
-UAS, seconds) through ``log``. A run is not resumed: calling again retrains it from the start.
+UAS, learning rate, seconds) through ``log``, by default to stderr (the pipeline's log); a progress
+bar over the batches shows on a terminal only (``crfbench.console``). A run is not resumed: calling
+again retrains it from the start.
 
-Learning rate (``choose_learning_rate``): the run with the best dev UAS among those trained at
-different rates wins; when it sits at an edge of the rates tried, the paper widens the grid by a
-factor of 2 on that side, so the helper names the next rate to try.
+Learning rate (``choose_run``): the run with the best dev UAS among those trained at different
+rates wins, by the rule every trainer shares (``crfbench.tuning.choose_learning_rate``), which also
+names the next rate to try when the best sits at an edge of the grid.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -23,9 +24,11 @@ from typing import Any
 
 import torch
 
+from .. import console
 from ..batching import shuffled_batches
 from ..io import check_fields, read_json, write_json
 from ..schema import MODEL_FILE, SUMMARY_FILE
+from ..tuning import choose_learning_rate
 from .losses import parser_loss
 from .metrics import attachment
 from .model import ArcScorer, Vocabulary, encode
@@ -45,7 +48,7 @@ def train(
     *,
     data: ParseData | None = None,
     data_dir: str | Path | None = None,
-    log: Callable[[str], object] | None = print,
+    log: Callable[[str], object] | None = console.log,
 ) -> dict[str, Any]:
     """Train the run in ``run_dir``; return the summary (also written to ``train.json``).
 
@@ -72,7 +75,13 @@ def train(
     started = time.perf_counter()
     best = dev_uas(scorer, data, config.batch_size, device)
     history: list[dict[str, Any]] = [
-        {"epoch": 0, "train_loss": None, "dev_uas": best, "seconds": time.perf_counter() - started}
+        {
+            "epoch": 0,
+            "train_loss": None,
+            "dev_uas": best,
+            "learning_rate": config.learning_rate,
+            "seconds": time.perf_counter() - started,
+        }
     ]
     best_epoch, stopped_by = 0, "epoch cap"
     save_model(run_dir / MODEL_FILE, scorer, 0, best)
@@ -81,7 +90,8 @@ def train(
         started = time.perf_counter()
         scorer.train()
         total = 0.0
-        for indices in shuffled_batches(len(data.train), config.batch_size, shuffler):
+        batches = shuffled_batches(len(data.train), config.batch_size, shuffler)
+        for indices in console.progress_bar(batches, f"epoch {epoch}/{config.epochs}"):
             batch = encode([data.train[i] for i in indices], scorer.vocabulary, device)
             scores = scorer(batch.words, batch.upos, batch.lengths)
             loss = loss_function(scores, batch.lengths, batch.heads).mean()
@@ -95,6 +105,7 @@ def train(
                 "epoch": epoch,
                 "train_loss": total / len(data.train),
                 "dev_uas": uas,
+                "learning_rate": config.learning_rate,
                 "seconds": time.perf_counter() - started,
             }
         )
@@ -128,7 +139,7 @@ def _log(log: Callable[[str], object] | None, entry: Mapping[str, Any]) -> None:
     loss = "-" if entry["train_loss"] is None else f"{entry['train_loss']:.4f}"
     log(
         f"epoch {entry['epoch']}: train loss {loss}, dev UAS {100 * entry['dev_uas']:.2f}, "
-        f"{entry['seconds']:.1f} s"
+        f"lr {entry['learning_rate']:.3g}, {entry['seconds']:.1f} s"
     )
 
 
@@ -139,23 +150,6 @@ def read_summary(run_dir: Path) -> dict[str, Any]:
         raise FileNotFoundError(f"{path}: no finished training; run `crfbench parse train` first")
     summary: dict[str, Any] = check_fields(path, read_json(path), ("best_dev_uas", "learning_rate"))
     return summary
-
-
-def choose_learning_rate(results: Mapping[float, float]) -> tuple[float, float | None]:
-    """The learning rate of the best dev UAS in ``results`` (rate -> dev UAS; ties go to the
-    smaller rate), and the rate to try next: half the best when it is the smallest tried, twice it
-    when it is the largest (the paper's widening at the grid's edges), else None."""
-    finite = {rate: value for rate, value in results.items() if not math.isnan(value)}
-    if not finite:
-        raise ValueError("choose_learning_rate: no run with a dev UAS")
-    best = max(sorted(finite), key=lambda rate: finite[rate])
-    if len(finite) < 2:
-        return best, None
-    if best == min(finite):
-        return best, best / 2
-    if best == max(finite):
-        return best, best * 2
-    return best, None
 
 
 def choose_run(run_dirs: list[Path]) -> tuple[Path, float | None]:

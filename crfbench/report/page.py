@@ -17,6 +17,7 @@ from .claims import VERDICT_RULE
 from .figures import Drawn
 from .newton import NEWTON_INTRO
 from .parsing import PARSE_INTRO, PARSE_SKIPPED
+from .provenance import DIRTY, commit_line, dirty_warning
 from .render import GENERATED, html_fragment
 from .tables import Table
 
@@ -48,7 +49,8 @@ LEDGER_SHOWN = {
     "reason": "why not testable, or what stands in (proxy)",
 }
 CONVERGENCE_INTRO = (
-    "How every training run stopped: early (its dev curve flat for `patience` epochs) or at its epoch "
+    "How every training run stopped: early (its dev curve flat for `patience` epochs after the "
+    "learning rate was cut `lr_reductions` times, each cut after such a plateau) or at its epoch "
     "cap; runs at the cap while still improving are flagged, and their values in Tables 1a–1d carry "
     "the mark ⚑. The curves are in the figure dev-curves.png; the iteration and temperature sweep "
     "of BCRF and mean-field decoding is in tables/sweep.csv and the figure sweep.png; SparseMAP's "
@@ -72,6 +74,8 @@ tr.block > * { border-top: 2px solid #555; }
 td.na { background: #f4f4f4; }
 .notes, .files { font-size: 0.85em; color: #333; }
 img { max-width: 100%; border: 1px solid #eee; }
+.dirty, tr.dirty td { color: #b00000; }
+p.dirty { font-weight: bold; }
 """
 
 
@@ -102,11 +106,15 @@ def _table_link(table: Table, extension: str) -> str:
     return table_file(table, extension).as_posix()
 
 
-def _html_frame(frame: pd.DataFrame) -> str:
+def _html_frame(frame: pd.DataFrame, flagged: Sequence[bool] = ()) -> str:
+    """``frame`` as an HTML table; rows whose entry in ``flagged`` is true are in red (class dirty)."""
     head = "".join(f"<th>{html.escape(str(name))}</th>" for name in frame.columns)
+    marks = list(flagged) or [False] * len(frame)
     rows = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(str(value))}</td>" for value in row) + "</tr>"
-        for row in frame.itertuples(index=False)
+        ('<tr class="dirty">' if mark else "<tr>")
+        + "".join(f"<td>{html.escape(str(value))}</td>" for value in row)
+        + "</tr>"
+        for row, mark in zip(frame.itertuples(index=False), marks, strict=True)
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
 
@@ -181,6 +189,8 @@ def index_html(report: Report) -> str:
         f"<h1>{html.escape(TITLE)}</h1>",
         f"<p>{html.escape(GENERATED)} Every number of ours comes from <code>results/</code>; the paper's "
         "values are labelled as the paper's.</p>",
+        f'<p class="provenance">{html.escape(commit_line(report.sources))}</p>',
+        *_html_warning(dirty_warning(report.sources)),
         '<section id="claims"><h2>Claim ledger</h2>',
         f"<p>{html.escape(LEDGER_INTRO)}</p>",
         _html_frame(_ledger_shown(report.ledger)),
@@ -224,7 +234,7 @@ def index_html(report: Report) -> str:
         *(figures or ["<p>No figure: no result to draw.</p>"]),
         "</section>",
         '<section id="sources"><h2>Sources: devices, backends and code revisions</h2>',
-        _html_frame(report.sources),
+        _html_frame(report.sources, report.sources["revision"].astype(str).str.endswith(DIRTY).tolist()),
         "<h2>Dataset protocols</h2>",
         _html_frame(report.protocols),
         "</section>",
@@ -241,6 +251,11 @@ def index_html(report: Report) -> str:
             "",
         ]
     )
+
+
+def _html_warning(warning: str | None) -> list[str]:
+    """The dirty-results warning as a red paragraph, or nothing."""
+    return [] if warning is None else [f'<p class="dirty">⚠ {html.escape(warning)}</p>']
 
 
 def _markdown_frame(frame: pd.DataFrame) -> list[str]:
@@ -281,11 +296,15 @@ def _html_sections(sections: Sequence[tuple[str, str, pd.DataFrame]]) -> list[st
 def readme(report: Report) -> str:
     """A Markdown entry point: links to every table form, the agreement report and every figure, notes,
     what is missing, sources."""
+    warning = dirty_warning(report.sources)
     lines = [
         f"# {TITLE}",
         "",
         f"_{GENERATED}_ Open `index.html` for everything on one page.",
         "",
+        commit_line(report.sources),
+        "",
+        *([] if warning is None else [f"**⚠ Warning:** {warning}", ""]),
         "## Claim ledger",
         "",
         LEDGER_INTRO,

@@ -68,3 +68,43 @@ def warnings(files: dict[str, pd.DataFrame]) -> list[str]:
                 "its cells average over them."
             )
     return lines
+
+
+#: The mark a result row's revision carries when its code had uncommitted changes (``environment``).
+DIRTY = "+dirty"
+
+
+def commits(sources_table: pd.DataFrame) -> pd.DataFrame:
+    """One row per code revision of the results (``sources``' rows summed): ``revision`` (the
+    commit's first 7 digits, ``+dirty`` kept; "unknown" where none was recorded), ``rows``, and
+    ``dirty`` (made from a checkout with uncommitted changes)."""
+    columns = ["revision", "rows", "dirty"]
+    if sources_table.empty:
+        return pd.DataFrame(columns=columns)
+    revision = sources_table["revision"].astype(str)
+    dirty = revision.str.endswith(DIRTY)
+    short = revision.str.removesuffix(DIRTY).str[:7].where(revision != "", "unknown")
+    named = sources_table.assign(revision=short + dirty.map({True: DIRTY, False: ""}), dirty=dirty)
+    return named.groupby(["revision", "dirty"], as_index=False)["rows"].sum()[columns]
+
+
+def commit_line(sources_table: pd.DataFrame) -> str:
+    """The report's header line on where the results come from: each revision with its rows."""
+    table = commits(sources_table)
+    if table.empty:
+        return "No result rows: no code revision to name."
+    named = ", ".join(f"{row.revision} ({row.rows} rows)" for row in table.itertuples(index=False))
+    return f"Results from commit(s) {named}."
+
+
+def dirty_warning(sources_table: pd.DataFrame) -> str | None:
+    """A warning naming how many result rows come from code with uncommitted changes (their revision
+    ends in ``+dirty``: no commit holds the code that made them), or None when none do."""
+    table = commits(sources_table)
+    rows = int(table.loc[table["dirty"], "rows"].sum()) if not table.empty else 0
+    if not rows:
+        return None
+    return (
+        f"{rows} of {int(table['rows'].sum())} result rows come from a checkout with uncommitted "
+        f"changes ({DIRTY}): no commit holds the code that made them; the Sources table marks them."
+    )

@@ -86,7 +86,19 @@ def test_a_wrong_implementation_fails_the_command(tmp_path, monkeypatch):
     monkeypatch.setattr(agreement, "run_backend", off_by_a_little)
     monkeypatch.setattr(agreement, "QUICK_GRID", TINY)
     csv, report = tmp_path / "a.csv", tmp_path / "a.md"
-    status = cli.main(["agree", "--backends", "torch", "--quick", "--csv", str(csv), "--report", str(report)])
+    status = cli.main(
+        [
+            "agree",
+            "--allow-dirty",
+            "--backends",
+            "torch",
+            "--quick",
+            "--csv",
+            str(csv),
+            "--report",
+            str(report),
+        ]
+    )
     assert status == 1
     failures = pd.read_csv(csv).query("not ok")
     assert set(failures.method) == {"bcrf"} and set(failures.function) == {"log_partition"}

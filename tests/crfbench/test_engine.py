@@ -183,6 +183,17 @@ def test_config_errors_name_the_setting(tmp_path: Path) -> None:
         make_config("nll")
     with pytest.raises(ValueError, match="batch_size"):
         make_config(batch_size=0)
+    for bad_setting, named in (
+        ({"lr_factor": 1.0}, "lr_factor: must be in (0, 1)"),
+        ({"lr_reductions": -1}, "lr_reductions: must be an integer >= 0"),
+        ({"min_learning_rate": -1e-3}, "min_learning_rate: must be >= 0"),
+        ({"learning_rates": [1e-3, 1e-3], "learning_rate": None}, "learning_rates: must be distinct"),
+        ({"learning_rates": [], "learning_rate": None}, "learning_rates: must be distinct"),
+        ({"learning_rates": [1e-3, 2e-3], "learning_rate": 1e-3}, "learning_rates: give a grid or one"),
+    ):
+        with pytest.raises(ValueError) as refused:
+            make_config(**bad_setting)
+        assert str(refused.value).startswith(named), refused.value
     bad = tmp_path / "bad.yaml"
     bad.write_text("dataset: synthetic\nloss: [unclosed\n")
     with pytest.raises(ValueError, match=r"bad.yaml"):
@@ -198,12 +209,16 @@ def test_cli_trains_evaluates_and_reports_bad_settings(tmp_path: Path, capsys) -
     config = tmp_path / "run.yaml"
     config.write_text(json.dumps(make_config("crf", epochs=1).to_dict()))
     run = tmp_path / "run"
-    assert cli.main(["train", "--config", str(config), "--run-dir", str(run), "--no-progress"]) == 0
+    # --allow-dirty: the tests run from a checkout that may have uncommitted changes
+    train_argv = ["train", "--allow-dirty", "--config", str(config), "--run-dir", str(run)]
+    assert cli.main([*train_argv, "--no-progress"]) == 0
     assert (run / MODEL_FILE).exists()
-    assert cli.main(["evaluate", "--run-dir", str(run), "--decoders", "viterbi", "--no-progress"]) == 0
+    evaluate_argv = ["evaluate", "--allow-dirty", "--run-dir", str(run), "--decoders", "viterbi"]
+    assert cli.main([*evaluate_argv, "--no-progress"]) == 0
     assert "viterbi" in capsys.readouterr().out
     timing = [
         "time",
+        "--allow-dirty",
         "--run-dir",
         str(run),
         "--batches",
@@ -216,20 +231,27 @@ def test_cli_trains_evaluates_and_reports_bad_settings(tmp_path: Path, capsys) -
     ]
     assert cli.main([*timing, "--decoders", "viterbi", "--losses", "crf"]) == 0  # the run's own settings
     assert set(pd.read_csv(run / "timing.csv").name) == {"viterbi", "crf"}
-    code = cli.main(["train", "--config", str(config), "--set", "epochz=2", "--run-dir", str(run)])
+    code = cli.main([*train_argv, "--set", "epochz=2"])
     assert code == 2
     assert "unknown run setting" in capsys.readouterr().err
 
 
-def test_patience_stops_a_flat_dev_curve_and_a_resumed_run_stays_stopped(tmp_path: Path) -> None:
-    """A learning rate of ~0 keeps the dev score flat: patience 1 stops after epoch 2 of a cap of 6;
-    calling train again adds no epoch; the summary says why training stopped."""
-    config = make_config("crf", epochs=6, patience=1, learning_rate=1e-12)
+def test_plateaus_cut_the_learning_rate_then_stop_a_flat_run_which_stays_stopped(tmp_path: Path) -> None:
+    """A learning rate of ~0 keeps the dev score flat: with patience 1 each epoch after the first is
+    a plateau; the first 2 (lr_reductions) halve the rate, the third ends training at epoch 4 of a
+    cap of 8; calling train again adds no epoch; the summary says why training stopped."""
+    config = make_config("crf", epochs=8, patience=1, lr_reductions=2, lr_factor=0.5, learning_rate=1e-12)
     summary = train(config, tmp_path, progress=False)
-    assert summary["finished"] and summary["epochs_done"] == 2 and summary["best_epoch"] == 1
-    assert (summary["stopped_by"], summary["still_improving"], summary["epoch_cap"]) == ("patience", False, 6)
+    assert summary["finished"] and summary["epochs_done"] == 4 and summary["best_epoch"] == 1
+    assert (summary["stopped_by"], summary["still_improving"], summary["epoch_cap"]) == ("patience", False, 8)
+    rates = [entry["learning_rate"] for entry in summary["history"]]
+    assert rates == pytest.approx([1e-12, 1e-12, 5e-13, 2.5e-13], rel=1e-9)
+    assert summary["learning_rate_cuts"] == 2 and dev_curve(tmp_path).learning_rate.tolist() == rates
     again = train(config, tmp_path, progress=False)
-    assert again["epochs_done"] == 2 and again["history"] == summary["history"]
+    assert again["epochs_done"] == 4 and again["history"] == summary["history"]
+    floored = make_config("crf", epochs=8, patience=1, learning_rate=1e-12, min_learning_rate=1e-12)
+    summary = train(floored, tmp_path / "floor", progress=False)  # a plateau at the floor ends it
+    assert summary["epochs_done"] == 2 and summary["learning_rate_cuts"] == 0
 
 
 def test_a_run_at_its_epoch_cap_with_a_rising_curve_is_flagged(tmp_path: Path) -> None:
@@ -269,8 +291,9 @@ def test_evaluation_writes_the_test_sentences_counts_behind_its_metrics(tmp_path
 
 def test_min_delta_stops_a_creeping_curve(tmp_path: Path) -> None:
     """With min_delta above the whole curve's rise, only epoch 1 counts as a step up: patience 2
-    stops after epoch 3, although the dev score may still creep; the best epoch is still selected."""
-    config = make_config("crf", epochs=8, patience=2, min_delta=1.0)
+    (and no learning-rate cut) stops after epoch 3, although the dev score may still creep; the
+    best epoch is still selected."""
+    config = make_config("crf", epochs=8, patience=2, min_delta=1.0, lr_reductions=0)
     summary = train(config, tmp_path, progress=False)
     assert summary["epochs_done"] == 3 and summary["stopped_by"] == "patience"
     scores = [entry["dev_f1"] for entry in summary["history"]]

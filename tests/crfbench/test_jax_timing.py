@@ -101,7 +101,17 @@ def test_the_cli_times_the_backends_it_is_given(tmp_path: Path, capsys: pytest.C
     settings = tmp_path / "run.json"
     settings.write_text(json.dumps(make_config().to_dict()))
     run = tmp_path / "run"
-    argv = ["time", "--config", str(settings), "--run-dir", str(run), "--backends", "jax", "--no-progress"]
+    argv = [
+        "time",
+        "--allow-dirty",
+        "--config",
+        str(settings),
+        "--run-dir",
+        str(run),
+        "--backends",
+        "jax",
+        "--no-progress",
+    ]
     rest = ["--losses", "unstructured", "--decoders", "argmax", "--batches", "1", "--rounds", "1"]
     assert cli.main([*argv, *rest]) == 0
     table = pd.read_csv(run / "timing.csv")

@@ -10,6 +10,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from crfbench import schema  # every results file's name, relative to the results folder
+from crfbench.cli_args import ALLOW_DIRTY_VARIABLE
 from crfbench.config import RunConfig
 from crfbench.io import write_json  # atomic, as every output of the engine
 from crfbench.objectives import DECODERS, LOSSES
@@ -18,6 +19,11 @@ config.setdefault("decoders", list(DECODERS))  # every decoder of implementation
 RESULTS = config["results_dir"]
 REPORTS = config["reports_dir"]
 CRFBENCH = f"{shlex.quote(sys.executable)} -m crfbench"  # the environment Snakemake runs in
+# A job refuses to write results from a git checkout with uncommitted changes unless the config's
+# allow_dirty says so; the flag reaches the jobs through their environment (crfbench.cli_args), so
+# that turning it on reruns nothing.
+if config.get("allow_dirty"):
+    os.environ[ALLOW_DIRTY_VARIABLE] = "1"
 
 
 def data_dir():

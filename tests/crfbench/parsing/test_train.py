@@ -17,7 +17,7 @@ from crfbench.parsing import treebank
 from crfbench.parsing.evaluate import evaluate
 from crfbench.parsing.model import ParserConfig
 from crfbench.parsing.run import ParseConfig
-from crfbench.parsing.train import choose_learning_rate, choose_run, train
+from crfbench.parsing.train import choose_run, train
 from crfbench.schema import (
     CONFIG_FILE,
     EVALUATION_FILE,
@@ -74,6 +74,17 @@ def test_tiny_crf_run_trains_and_evaluates(ewt_dev, tmp_path):
         train(ParseConfig("en", "ssvm", epochs=1, parser=SMALL), tmp_path, data=ewt_dev)
 
 
+def test_every_epoch_logs_one_line_to_stderr_and_no_bar_off_a_terminal(ewt_dev, tmp_path, capsys):
+    config = ParseConfig("en", "ssvm", epochs=2, batch_size=10, max_train_sentences=10, parser=SMALL)
+    summary = train(config, tmp_path, data=ewt_dev)  # the default log: stderr, the pipeline's log
+    captured = capsys.readouterr()
+    assert captured.out == "" and "\r" not in captured.err
+    lines = captured.err.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["epoch 0", "epoch 1", "epoch 2"]
+    assert all("lr 0.002" in line and line.endswith(" s") for line in lines), lines
+    assert [entry["learning_rate"] for entry in summary["history"]] == [2e-3] * 3
+
+
 def test_same_seed_same_run(ewt_dev, tmp_path):
     config = ParseConfig("en", "ssvm", epochs=1, batch_size=10, max_train_sentences=10, parser=SMALL)
     first = train(config, tmp_path / "a", data=ewt_dev, log=None)["history"]
@@ -81,16 +92,6 @@ def test_same_seed_same_run(ewt_dev, tmp_path):
     assert [(e["train_loss"], e["dev_uas"]) for e in first] == [
         (e["train_loss"], e["dev_uas"]) for e in second
     ]
-
-
-def test_choose_learning_rate_widens_at_the_edges():
-    assert choose_learning_rate({1e-3: 0.5, 2e-3: 0.7, 4e-3: 0.6}) == (2e-3, None)
-    assert choose_learning_rate({1e-3: 0.8, 2e-3: 0.7}) == (1e-3, 0.5e-3)
-    assert choose_learning_rate({1e-3: 0.6, 8e-3: 0.7}) == (8e-3, 16e-3)
-    assert choose_learning_rate({1e-3: 0.7, 2e-3: 0.7, 4e-3: 0.1}) == (1e-3, 0.5e-3)  # ties: the smaller
-    assert choose_learning_rate({2e-3: 0.7}) == (2e-3, None)
-    with pytest.raises(ValueError, match="no run with a dev UAS"):
-        choose_learning_rate({})
 
 
 def test_choose_run_reads_finished_runs(tmp_path):
@@ -111,8 +112,10 @@ def test_choose_run_reads_finished_runs(tmp_path):
 
 
 def run(capsys, *argv: object) -> tuple[int, str]:
+    """Exit status and stderr of ``crfbench *argv``, with ``--allow-dirty`` (the tests may run from
+    a checkout with uncommitted changes)."""
     try:
-        code = cli.main([str(arg) for arg in argv])
+        code = cli.main(["--allow-dirty", *(str(arg) for arg in argv)])
     except SystemExit as stop:
         code = stop.code
     return code, capsys.readouterr().err
