@@ -6,9 +6,10 @@ within each (dataset, encoder) cell: our difference is A − B in percentage poi
 same test sentences), averaged over seeds, each metric a corpus ratio of sums over the test sentences
 (accuracy Σcorrect/Σtokens, F1 2Σmatched/(Σgold+Σpredicted), violation rate mean of invalid). Its
 95% interval is a percentile bootstrap resampling seeds and test sentences with replacement, the same
-sentences for both sides and every seed, with a fixed random seed (byte-for-byte reproducible). The
-comparisons are data (:data:`CLAIMS`), the verdict a fixed rule (:data:`VERDICT_RULE`, appended
-below).
+sentences for both sides and every seed, with a fixed random seed (byte-for-byte reproducible); beside
+it, a t interval over the per-seed differences. The comparisons are data (:data:`CLAIMS`), the
+paper's own differences are parsed from claims.csv (``paper_difference``), the verdict a fixed rule
+(``crfbench.report.verdicts``, its text appended below).
 
 """
 
@@ -25,18 +26,18 @@ from .claims import (
     BUILT_PAPERS,
     CELL_COLUMNS,
     CLAIMS,
+    CONTRADICTED,
     GAP_TIE,
     HV_SAME_ORDER,
     INCONCLUSIVE,
-    MARGIN,
     NOT_REPRODUCED,
     NOT_TESTABLE,
     OUT_OF_SCOPE,
     PAPER_LABELS,
     REPRODUCED,
+    REPRODUCED_IN_DIRECTION,
     RESAMPLES,
     SUMMARY_COLUMNS,
-    VERDICT_RULE,
     AccuracyClaim,
     CgmClaim,
     HvCostClaim,
@@ -44,12 +45,14 @@ from .claims import (
     SolverClaim,
     SparsityClaim,
     SpeedClaim,
-    overall_verdict,
 )
 from .layout import BASELINE_KINDS
 from .newton import cost_ratios, first_reach
 from .paired import accuracy_cells
+from .paper_difference import parse_paper_difference
+from .regime import regime_summary
 from .stats import ITEM_COLUMNS
+from .verdicts import VERDICT_RULE, claim_verdict, margin_derivation, overall_verdict
 
 __doc__ += f"\nVerdict rule. {VERDICT_RULE}\n"  # stated once, read by the report and by help()
 
@@ -148,10 +151,12 @@ def cgm_cells(cgm: pd.DataFrame) -> pd.DataFrame:
             trials = cgm[cgm["dataset"] == size.dataset]
             if size.ip_converged < size.trials:
                 found = INCONCLUSIVE
-            elif gaps[trials.index].max() <= OBJECTIVE_TOLERANCE and size.speedup >= spec.factor:
+            elif gaps[trials.index].max() > OBJECTIVE_TOLERANCE:
+                found = NOT_REPRODUCED  # not at equal objective
+            elif size.speedup >= spec.factor:
                 found = REPRODUCED
             else:
-                found = NOT_REPRODUCED
+                found = REPRODUCED_IN_DIRECTION if size.speedup > 1 else CONTRADICTED
             rows.append(
                 {
                     "claim": claim,
@@ -273,11 +278,11 @@ def _kind_of(baseline: str) -> str:
 
 def round_verdict(low: float, high: float) -> str:
     """A speed-up cell's verdict from its single-round ratios: reproduced when the compared item was
-    faster in every round (lowest ratio > 1), not reproduced when slower in every round (highest
+    faster in every round (lowest ratio > 1), contradicted when slower in every round (highest
     ratio < 1), inconclusive when the rounds disagree."""
     if low > 1:
         return REPRODUCED
-    return NOT_REPRODUCED if high < 1 else INCONCLUSIVE
+    return CONTRADICTED if high < 1 else INCONCLUSIVE
 
 
 #: The timing mode a speed verdict rests on, where it was timed; eager timings are shown beside.
@@ -308,8 +313,17 @@ def _cells_range(cells: pd.DataFrame) -> str:
     return "; ".join(f"{metric} {text}" for metric, text in ranges.items())
 
 
-def _status(our_range: str, n_cells: int, found: str, reason: str = "") -> dict[str, object]:
-    return {"our_range": our_range, "n_cells": n_cells, "verdict": found, "reason": reason}
+def _status(
+    our_range: str, n_cells: int, found: str, reason: str = "", margin: str = "", regime: str = ""
+) -> dict[str, object]:
+    return {
+        "our_range": our_range,
+        "n_cells": n_cells,
+        "verdict": found,
+        "margin": margin,
+        "regime": regime,
+        "reason": reason,
+    }
 
 
 def _speed_range(ratios: pd.DataFrame, mode: str, where: str = "") -> str:
@@ -399,7 +413,9 @@ def _claim_status(
     own = cells[cells["claim"] == claim_id]
     if own.empty:
         return _status("", 0, NOT_TESTABLE, _no_cell_reason(spec))
-    return _status(_cells_range(own), len(own), overall_verdict(own["verdict"]))
+    stated = {claim_id: parse_paper_difference(str(claim["paper_difference"]))}
+    found, margin = claim_verdict(own), margin_derivation(own, stated)
+    return _status(_cells_range(own), len(own), found, margin=margin, regime=regime_summary(own))
 
 
 def claim_ledger(
@@ -412,7 +428,7 @@ def claim_ledger(
     sweep: pd.DataFrame | None = None,
     cgm: pd.DataFrame | None = None,
     newton: tuple[pd.DataFrame | None, pd.DataFrame | None, pd.DataFrame | None] = (None, None, None),
-    margin: float = MARGIN,
+    regimes: Mapping[tuple[str, str], str] | None = None,
     resamples: int = RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -424,10 +440,15 @@ def claim_ledger(
     kind, name, iterations, round, seconds, device); ``tasks``: dataset -> "pos", "seg" or "ner";
     ``curves`` and ``sweep``: results/curves.csv and sweep.csv, for the sparsity and solver claims;
     ``cgm``: results/bethe/cgm.csv, for the CGM speed claim; ``newton``: results/newton/'s trace,
-    solvers and cost tables (``report.newton.read_newton``), for the Newton claims.
+    solvers and cost tables (``report.newton.read_newton``), for the Newton claims; ``regimes``: the
+    regime text of each (dataset, encoder) (``report.regime.regimes``), absent: "not recorded".
     """
     order = {claim_id: position for position, claim_id in enumerate(claims["id"])}
-    parts = [accuracy_cells(sentences, tasks, margin=margin, resamples=resamples, seed=seed)]
+    paper = {
+        str(claim_id): parse_paper_difference(str(text))
+        for claim_id, text in zip(claims["id"], claims["paper_difference"], strict=True)
+    }
+    parts = [accuracy_cells(sentences, tasks, paper=paper, regimes=regimes, resamples=resamples, seed=seed)]
     if curves is not None:
         parts.append(sparsity_cells(curves))
     if sweep is not None:
@@ -441,6 +462,11 @@ def claim_ledger(
         parts.append(hv_cost_cells(cost))
     cells = pd.concat([part for part in parts if not part.empty] or parts[:1], ignore_index=True)
     cells = cells[cells["claim"].isin(order)]
+    recorded = pd.Series(
+        [(regimes or {}).get(key) for key in zip(cells["dataset"], cells["encoder"], strict=True)],
+        cells.index,
+    )
+    cells = cells.assign(regime=cells["regime"].where(cells["regime"].notna(), recorded))  # the other cells'
     cells = cells.sort_values("claim", key=lambda ids: ids.map(order), kind="stable", ignore_index=True)
     rows = [
         {

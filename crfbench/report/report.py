@@ -14,6 +14,9 @@ from ..schema import (
     CURVE_COLUMNS,
     CURVE_NUMBERS,
     CURVES_TABLE,
+    DATASET_COLUMNS,
+    DATASET_NUMBERS,
+    DATASETS_TABLE,
     METRICS_COLUMNS,
     METRICS_TABLE,
     SCALING_TABLE,
@@ -38,6 +41,7 @@ from .ledger import claim_ledger, ledger_csv
 from .newton import newton_figures, newton_sections, read_newton
 from .page import LEDGER_FILES, NO_AGREEMENT, Report, index_html, readme, table_file
 from .paper import load_paper
+from .regime import dataset_statistics, regimes
 from .render import csv_text, latex, markdown
 from .scaling import read_scaling, scaling_figures, summary_tables
 from .stats import decode_speedups, score_stats, train_speedups, violation_stats
@@ -52,6 +56,7 @@ from .training import (
     sweep_figure,
     sweep_table,
 )
+from .verdicts import sensitivity_table
 
 #: Keys of the ``notes`` argument: a table id, or "all" for notes on every table.
 NOTE_KEYS = ("all", *(spec.id for spec in TABLES))
@@ -102,7 +107,8 @@ def render_report(
     sentences = read_results(results_dir / SENTENCES_TABLE, SENTENCE_COLUMNS, SENTENCE_NUMBERS)
     curves = read_results(results_dir / CURVES_TABLE, CURVE_COLUMNS, CURVE_NUMBERS)
     sweep = read_results(results_dir / SWEEP_TABLE, SWEEP_COLUMNS, SWEEP_NUMBERS)
-    for name in (CURVES_TABLE, SWEEP_TABLE):
+    datasets = read_results(results_dir / DATASETS_TABLE, DATASET_COLUMNS, DATASET_NUMBERS)
+    for name in (CURVES_TABLE, SWEEP_TABLE, DATASETS_TABLE):
         if not (results_dir / name).exists():
             absent.append(f"{name} is absent from the results folder.")
     if not (results_dir / SENTENCES_TABLE).exists():
@@ -142,6 +148,7 @@ def render_report(
         sweep=sweep,
         cgm=read_cgm(results_dir),
         newton=read_newton(results_dir),
+        regimes=regimes(metrics, datasets, paper),
     )
     tables = [build_table(spec, stats[spec.kind], paper) for spec in TABLES]
     shown = [table for table in tables if table.has_columns]
@@ -175,6 +182,8 @@ def render_report(
         "convergence": convergence_table(curves),
         "sweep": sweep_table(sweep),
         "sparsemap-solvers": solver_table(sweep),
+        "verdict-sensitivity": sensitivity_table(ledger[1]),
+        "datasets": dataset_statistics(datasets, sentences),
     }
     summaries = summary_tables(scaling)
     frames = training | {stem: frame for stem, (_, frame) in summaries.items()}
@@ -184,6 +193,8 @@ def render_report(
 
     report = Report(
         ledger=ledger[0],
+        sensitivity=training["verdict-sensitivity"],
+        datasets=training["datasets"],
         convergence=training["convergence"],
         tables=tuple(shown),
         figures=tuple(replace(drawn, path=drawn.path.relative_to(out_dir)) for drawn in figures),
