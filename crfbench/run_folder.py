@@ -96,8 +96,8 @@ def dataset_rows(path: Path) -> pd.DataFrame:
             "encoder_dim": config.get("scorer", {}).get("dim", float("nan")),
             "split": list(SPLITS),
             "sentences": [facts["sentences"][split] for split in SPLITS],
-            "tokens": [tokens.get(split, float("nan")) for split in SPLITS],
-            "cap": [float("nan") if caps[split] is None else caps[split] for split in SPLITS],
+            "tokens": pd.array([tokens.get(split) for split in SPLITS], dtype="Int64"),
+            "cap": pd.array([caps[split] for split in SPLITS], dtype="Int64"),  # empty: no cap
         },
         columns=list(DATASET_COLUMNS),
     )
