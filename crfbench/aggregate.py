@@ -1,6 +1,7 @@
 """Gather the per-run outputs into the results tables: evaluation.csv -> metrics.csv, timing.csv
 -> timing.csv, sentences.csv -> sentences.csv.gz, sweep.csv -> sweep.csv, the dev curves of
-train.json -> curves.csv, and the Bethe experiments' per-fold or per-seed tables -> bethe/*.csv
+train.json -> curves.csv, the dataset facts of config.json -> datasets.csv (each fact once), and
+the Bethe experiments' per-fold or per-seed tables -> bethe/*.csv
 (their per-word and per-citation rows are sentences)."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from .io import CorruptFileError, numeric_column, read_csv, write_csv
-from .schema import OPTIONAL_NUMBERS, PER_RUN_TABLES, SUMMARY_FILE
+from .schema import CONFIG_FILE, OPTIONAL_NUMBERS, PER_RUN_TABLES, SUMMARY_FILE
 
 
 def _kind(path: Path, table: pd.DataFrame) -> tuple[str, tuple[str, ...]]:
@@ -40,11 +41,16 @@ def _check_numbers(path: Path, table: pd.DataFrame, columns: tuple[str, ...]) ->
 
 
 def _read(path: Path) -> pd.DataFrame:
-    """One per-run output as a table: a train.json as its dev curve, a CSV checked whole."""
+    """One per-run output as a table: a train.json as its dev curve, a config.json as its dataset
+    facts, a CSV checked whole."""
     if path.name == SUMMARY_FILE:
         from .run_folder import dev_curve  # torch, only for curves
 
         return dev_curve(path.parent)
+    if path.name == CONFIG_FILE:
+        from .run_folder import dataset_rows
+
+        return dataset_rows(path)
     table = read_csv(path)
     _, numeric = _kind(path, table)
     _check_numbers(path, table, numeric)
@@ -56,7 +62,8 @@ def aggregate(files: Sequence[Path], out_file: Path) -> pd.DataFrame:
     errors name the odd file.
 
     Every input must be a whole evaluation.csv, timing.csv, sentences.csv or sweep.csv, a Bethe
-    experiment's table, or a finished run's train.json (its dev curve), all of the same kind: a
+    experiment's table, a finished run's train.json (its dev curve) or config.json (its dataset
+    facts, each distinct row once), all of the same kind: a
     truncated, empty or damaged file, one without the columns the results need, or a non-number
     where a number is due is refused before anything is written.
     """
@@ -69,5 +76,7 @@ def aggregate(files: Sequence[Path], out_file: Path) -> pd.DataFrame:
             raise ValueError(f"{path}: columns differ from {files[0]}'s")
         tables.append(table)
     result = pd.concat(tables, ignore_index=True)
+    if all(Path(path).name == CONFIG_FILE for path in files):  # every run of a dataset shares its facts
+        result = result.drop_duplicates(ignore_index=True)
     write_csv(Path(out_file), result)
     return result

@@ -3,7 +3,7 @@ timing) and ``crfbench aggregate`` meet, so that no stage imports another.
 
 A run's folder (file names: ``crfbench.schema``) holds:
 
-- ``config.json``: resolved settings, dataset facts (protocol, sources), environment;
+- ``config.json``: resolved settings, dataset facts (protocol, sizes used, sources), environment;
 - ``checkpoint.pt``: everything needed to resume training after the last finished epoch;
 - ``model.pt``: the best model so far (by dev score);
 - ``train.json``: the per-epoch dev curve, the selected epoch and why training stopped (patience,
@@ -13,6 +13,7 @@ A run's folder (file names: ``crfbench.schema``) holds:
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -29,6 +30,7 @@ from .schema import (
     CHECKPOINT_FILE,
     CONFIG_FILE,
     CURVE_COLUMNS,
+    DATASET_COLUMNS,
     EVALUATION_FILE,
     MODEL_FILE,
     SENTENCES_FILE,
@@ -49,6 +51,8 @@ RUN_FILES = (
     TIMING_FILE,
     CONFIG_FILE,
 )
+#: A dataset's splits, in the order its facts list them.
+SPLITS = ("train", "dev", "test")
 #: What :func:`save_model` puts into ``model.pt``, and training into ``checkpoint.pt``.
 MODEL_FIELDS = ("scorer_config", "vocab", "tags", "state_dict", "epoch")
 CHECKPOINT_FIELDS = ("scorer", "optimizer", "scheduler", "shuffler", "torch_rng", "state")
@@ -65,10 +69,38 @@ def describe_dataset(dataset: Dataset) -> dict[str, object]:
         "protocol": dataset.protocol,
         "tags": len(dataset.tagset),
         "constrained": dataset.tagset.constrained,
-        "sentences": {"train": len(dataset.train), "dev": len(dataset.dev), "test": len(dataset.test)},
+        "sentences": {split: len(getattr(dataset, split)) for split in SPLITS},
+        "tokens": {split: sum(len(s.tokens) for s in getattr(dataset, split)) for split in SPLITS},
         "options": dataset.options,
         "sources": dataset.sources,
     }
+
+
+def dataset_rows(path: Path) -> pd.DataFrame:
+    """The dataset facts of a run's ``config.json`` as ``DATASET_COLUMNS`` rows, one per split:
+    its encoder's name and width, the sentences and tokens the run used (tokens are absent, NaN,
+    from runs recorded before they were counted) and the cap its settings put on the split (NaN:
+    none)."""
+    header = check_fields(path, read_json(path), ("config", "dataset"))
+    facts, config = header["dataset"], header["config"]
+    tokens = facts.get("tokens", {})
+    caps = {"train": config.get("max_train_sentences")} | dict.fromkeys(
+        ("dev", "test"), config.get("max_eval_sentences")
+    )
+    return pd.DataFrame(
+        {
+            "dataset": facts["name"],
+            "dataset_options": json.dumps(config.get("dataset_options", {}), sort_keys=True),
+            "protocol": facts["protocol"],
+            "encoder_name": config.get("encoder_name", ""),
+            "encoder_dim": config.get("scorer", {}).get("dim", float("nan")),
+            "split": list(SPLITS),
+            "sentences": [facts["sentences"][split] for split in SPLITS],
+            "tokens": pd.array([tokens.get(split) for split in SPLITS], dtype="Int64"),
+            "cap": pd.array([caps[split] for split in SPLITS], dtype="Int64"),  # empty: no cap
+        },
+        columns=list(DATASET_COLUMNS),
+    )
 
 
 def record_run(

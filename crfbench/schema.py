@@ -40,12 +40,29 @@ SENTENCES_TABLE = "sentences.csv.gz"  # every run's sentences.csv
 CURVES_TABLE = "curves.csv"  # the dev curve of every run's train.json
 SWEEP_TABLE = "sweep.csv"  # every swept run's sweep.csv
 TIMING_TABLE = "timing.csv"  # every timing job's timing.csv (and the GPU ones)
+DATASETS_TABLE = "datasets.csv"  # the data each run used, from its config.json (DATASET_COLUMNS)
 #: The agreement step's table (``crfbench agree``): one row per comparison, ``ok`` within tolerance.
 AGREEMENT_TABLE = "agreement/agreement.csv"
 #: The asv scaling suite's results as one table (``crfbench scaling``).
 SCALING_TABLE = "scaling.csv"
 #: The profile's notes the report prints (the workflow's report job writes them).
 REPORT_NOTES = "report-notes.json"
+
+#: Columns of ``datasets.csv``: per dataset (options, protocol), encoder (name, width) and split,
+#: the sentences and tokens the runs used, and the cap the run's settings put on that split
+#: (``max_train_sentences``, ``max_eval_sentences``; empty: none); one row per distinct fact.
+DATASET_COLUMNS = (
+    "dataset",
+    "dataset_options",
+    "protocol",
+    "encoder_name",
+    "encoder_dim",
+    "split",
+    "sentences",
+    "tokens",
+    "cap",
+)
+DATASET_NUMBERS = ("encoder_dim", "sentences", "tokens", "cap")
 
 #: What names a run: one (dataset, encoder, training loss, seed).
 RUN_KEY = ("dataset", "encoder_name", "loss", "seed")

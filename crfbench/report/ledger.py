@@ -6,37 +6,32 @@ within each (dataset, encoder) cell: our difference is A − B in percentage poi
 same test sentences), averaged over seeds, each metric a corpus ratio of sums over the test sentences
 (accuracy Σcorrect/Σtokens, F1 2Σmatched/(Σgold+Σpredicted), violation rate mean of invalid). Its
 95% interval is a percentile bootstrap resampling seeds and test sentences with replacement, the same
-sentences for both sides and every seed, with a fixed random seed (byte-for-byte reproducible). The
-comparisons are data (:data:`CLAIMS`), the verdict a fixed rule (:data:`VERDICT_RULE`, appended
-below).
+sentences for both sides and every seed, with a fixed random seed (byte-for-byte reproducible); beside
+it, a t interval over the per-seed differences. The comparisons are data (:data:`CLAIMS`), the
+paper's own differences are parsed from claims.csv (``paper_difference``), the verdict a fixed rule
+(``crfbench.report.verdicts``, its text appended below).
 
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from .bethe import OBJECTIVE_TOLERANCE, cgm_speedups, relative_gaps
 from .claims import (
     BOOTSTRAP_SEED,
     BUILT_PAPERS,
-    CELL_COLUMNS,
     CLAIMS,
-    GAP_TIE,
-    HV_SAME_ORDER,
+    CONTRADICTED,
     INCONCLUSIVE,
-    MARGIN,
-    NOT_REPRODUCED,
     NOT_TESTABLE,
     OUT_OF_SCOPE,
     PAPER_LABELS,
     REPRODUCED,
     RESAMPLES,
     SUMMARY_COLUMNS,
-    VERDICT_RULE,
     AccuracyClaim,
     BestOfClaim,
     CgmClaim,
@@ -45,252 +40,26 @@ from .claims import (
     SolverClaim,
     SparsityClaim,
     SpeedClaim,
-    overall_verdict,
 )
 from .layout import BASELINE_KINDS
-from .newton import cost_ratios, first_reach
 from .paired import accuracy_cells
+from .paper_difference import parse_paper_difference
 from .parse_claims import best_of_cells, best_of_reason
-from .parse_inputs import PARSE_DATASETS, TREE_SUPPORT, ParseResults
+from .parse_inputs import PARSE_DATASETS, ParseResults
+from .regime import regime_summary
 from .stats import ITEM_COLUMNS
-from .tree_solvers import budget_means
+from .study_cells import (
+    cgm_cells,
+    hv_cost_cells,
+    newton_solver_cells,
+    solver_cells,
+    sparsity_cells,
+    tree_solver_cells,
+    tree_sparsity_cells,
+)
+from .verdicts import VERDICT_RULE, claim_verdict, margin_derivation, overall_verdict
 
 __doc__ += f"\nVerdict rule. {VERDICT_RULE}\n"  # stated once, read by the report and by help()
-
-
-def _ordered(verdicts: Iterable[bool]) -> str:
-    """A cell's verdict from checks that each hold or not: all, none, or some."""
-    found = list(verdicts)
-    if all(found):
-        return REPRODUCED
-    return NOT_REPRODUCED if not any(found) else INCONCLUSIVE
-
-
-def sparsity_cells(curves: pd.DataFrame) -> pd.DataFrame:
-    """One row (:data:`CELL_COLUMNS`) per (sparsity claim, dataset, encoder, loss) trained: the
-    mean over seeds of the dev support size at the selected epoch minus at epoch 1."""
-    rows = []
-    measured = curves[curves["dev_support"].notna()]
-    for claim, spec in CLAIMS.items():
-        if not isinstance(spec, SparsityClaim):
-            continue
-        chosen = measured[measured["loss"].isin(spec.losses)]
-        for (dataset, encoder, loss), runs in chosen.groupby(["dataset", "encoder_name", "loss"], sort=False):
-            changes = []
-            for _, run in runs.groupby("seed"):
-                support = run.set_index("epoch")["dev_support"]
-                changes.append(support[run["best_epoch"].iloc[0]] - support[support.index.min()])
-            rows.append(
-                {
-                    "claim": claim,
-                    "dataset": dataset,
-                    "encoder": encoder,
-                    "a": f"{loss} (selected epoch)",
-                    "b": f"{loss} (epoch 1)",
-                    "metric": "dev support size",
-                    "expect": "lower",
-                    "n_seeds": len(changes),
-                    "difference": float(np.mean(changes)),
-                    "verdict": _ordered(change < 0 for change in changes),
-                }
-            )
-    return pd.DataFrame(rows, columns=list(CELL_COLUMNS))
-
-
-#: How the ledger names the parsers' support size (``parse_inputs.TREE_SUPPORT``).
-TREE_SUPPORT_METRIC = "support size (trees per sentence)"
-
-
-def tree_sparsity_cells(curves: pd.DataFrame) -> pd.DataFrame:
-    """:func:`sparsity_cells` of the parsers: their support size per epoch (``TREE_SUPPORT``, trees
-    per sentence) at the selected epoch minus at epoch 1, as the taggers'; a parser's epoch 0 (the
-    untrained model) is left out. Empty when the curves have no such column."""
-    if TREE_SUPPORT not in curves.columns:
-        return pd.DataFrame(columns=list(CELL_COLUMNS))
-    trees = curves[curves["dataset"].isin(PARSE_DATASETS) & (curves["epoch"] >= 1)]
-    cells = sparsity_cells(trees.assign(dev_support=pd.to_numeric(trees[TREE_SUPPORT], errors="coerce")))
-    return cells.assign(metric=TREE_SUPPORT_METRIC)
-
-
-def solver_cells(sweep: pd.DataFrame) -> pd.DataFrame:
-    """One row (:data:`CELL_COLUMNS`) per (solver claim, dataset, encoder, other solver) swept: the
-    reference solver's mean Wolfe gap minus the other's at the largest budget, and the verdict."""
-    rows = []
-    swept = sweep[sweep["method"] == "sparsemap"]
-    for claim, spec in CLAIMS.items():
-        if not isinstance(spec, SolverClaim):
-            continue
-        for (dataset, encoder), panel in swept.groupby(["dataset", "encoder_name"], sort=False):
-            values = panel.pivot_table(index=["solver", "iterations"], columns="metric", values="value")
-            budgets = [k for k in spec.budgets if (spec.reference, k) in values.index]
-            if not budgets:
-                continue
-            for other in dict.fromkeys(panel["solver"]):
-                if other == spec.reference:
-                    continue
-                shared = [k for k in budgets if (other, k) in values.index]
-                if not shared:
-                    continue
-                ours, theirs = values.loc[spec.reference], values.loc[other]
-                checks = (
-                    ours.loc[k, "wolfe_gap"] <= theirs.loc[k, "wolfe_gap"] + GAP_TIE
-                    and ours.loc[k, "support_size"] <= theirs.loc[k, "support_size"]
-                    for k in shared
-                )
-                last = shared[-1]
-                rows.append(
-                    {
-                        "claim": claim,
-                        "dataset": dataset,
-                        "encoder": encoder,
-                        "a": f"sparsemap/{spec.reference}",
-                        "b": f"sparsemap/{other}",
-                        "metric": f"Wolfe gap at {last} it.",
-                        "expect": "lower",
-                        "n_seeds": panel["seed"].nunique(),
-                        "n_sentences": int(panel["sentences"].max()),
-                        "difference": float(ours.loc[last, "wolfe_gap"] - theirs.loc[last, "wolfe_gap"]),
-                        "verdict": _ordered(checks),
-                    }
-                )
-    return pd.DataFrame(rows, columns=list(CELL_COLUMNS))
-
-
-def tree_solver_cells(trace: pd.DataFrame) -> pd.DataFrame:
-    """One row (:data:`CELL_COLUMNS`) per (solver claim, other solver) of the random-tree study
-    (results/sparsemap/tree-solvers.csv, the paper's own setting), the same check as
-    :func:`solver_cells` with the gap to the optimum (the paper's objective) in place of the Wolfe
-    gap, means over the instances: the reference solver's mean gap minus the other's at the largest
-    budget, and the verdict."""
-    rows = []
-    for claim, spec in CLAIMS.items():
-        if not isinstance(spec, SolverClaim):
-            continue
-        means = budget_means(trace, spec.budgets).set_index(["solver", "budget"])
-        solvers = dict.fromkeys(means.index.get_level_values("solver"))
-        if spec.reference not in solvers:
-            continue
-        ours = means.loc[spec.reference]
-        for other in solvers:
-            if other == spec.reference:
-                continue
-            theirs = means.loc[other]
-            shared = [k for k in ours.index if k in theirs.index]
-            if not shared:
-                continue
-            checks = (
-                ours.loc[k, "gap"] <= theirs.loc[k, "gap"] + GAP_TIE
-                and ours.loc[k, "support"] <= theirs.loc[k, "support"]
-                for k in shared
-            )
-            last = shared[-1]
-            rows.append(
-                {
-                    "claim": claim,
-                    "dataset": f"random trees, {int(trace['words'].iloc[0])} words",
-                    "encoder": "",
-                    "a": f"tree-sparsemap/{spec.reference}",
-                    "b": f"tree-sparsemap/{other}",
-                    "metric": f"objective gap at {last} it. (trees)",
-                    "expect": "lower",
-                    "n_seeds": 1,
-                    "n_sentences": int(theirs.loc[last, "n"]),
-                    "difference": float(ours.loc[last, "gap"] - theirs.loc[last, "gap"]),
-                    "verdict": _ordered(checks),
-                }
-            )
-    return pd.DataFrame(rows, columns=list(CELL_COLUMNS))
-
-
-def cgm_cells(cgm: pd.DataFrame) -> pd.DataFrame:
-    """One row (:data:`CELL_COLUMNS`) per (CGM claim, problem size): the speed-up and the verdict."""
-    rows = []
-    gaps = relative_gaps(cgm)
-    for claim, spec in CLAIMS.items():
-        if not isinstance(spec, CgmClaim):
-            continue
-        for size in cgm_speedups(cgm).itertuples(index=False):
-            trials = cgm[cgm["dataset"] == size.dataset]
-            if size.ip_converged < size.trials:
-                found = INCONCLUSIVE
-            elif gaps[trials.index].max() <= OBJECTIVE_TOLERANCE and size.speedup >= spec.factor:
-                found = REPRODUCED
-            else:
-                found = NOT_REPRODUCED
-            rows.append(
-                {
-                    "claim": claim,
-                    "dataset": size.dataset,
-                    "encoder": "",
-                    "a": "interior-point",
-                    "b": "bethe-rda",
-                    "metric": "speed-up (mean seconds)",
-                    "expect": "higher",
-                    "n_seeds": size.trials,
-                    "difference": size.speedup,
-                    "verdict": found,
-                }
-            )
-    return pd.DataFrame(rows, columns=list(CELL_COLUMNS))
-
-
-def hv_cost_cells(cost: pd.DataFrame) -> pd.DataFrame:
-    """newton-1's cells: one per grid point of the cost sweep."""
-    rows = []
-    for claim, spec in CLAIMS.items():
-        if not isinstance(spec, HvCostClaim):
-            continue
-        for point in cost_ratios(cost).itertuples(index=False):
-            ratio = float(point.hvp_dp_with_sweep / point.gradient)
-            rows.append(
-                {
-                    "claim": claim,
-                    "dataset": f"random N={point.N} T={point.T} F={point.F}",
-                    "encoder": "",
-                    "a": "hvp-dp (with its sweep)",
-                    "b": "gradient",
-                    "metric": "ratio: Hv / gradient seconds",
-                    "expect": "lower",
-                    "n_seeds": 1,
-                    "difference": ratio,
-                    "verdict": REPRODUCED if ratio <= HV_SAME_ORDER else NOT_REPRODUCED,
-                }
-            )
-    return pd.DataFrame(rows, columns=list(CELL_COLUMNS))
-
-
-def newton_solver_cells(trace: pd.DataFrame, solvers: pd.DataFrame) -> pd.DataFrame:
-    """newton-2's cells: one per suboptimality level (the ratio NaN when a solver never reached it)."""
-    rows = []
-    for claim, spec in CLAIMS.items():
-        if not isinstance(spec, NewtonSolverClaim):
-            continue
-        if not {spec.newton, spec.baseline} <= set(solvers["solver"]):
-            continue
-        for level in spec.levels:
-            seconds = first_reach(trace, solvers, level).set_index("solver")["seconds"]
-            newton, baseline = seconds[spec.newton], seconds[spec.baseline]
-            if np.isnan(newton) and np.isnan(baseline):
-                found = INCONCLUSIVE
-            elif np.isnan(baseline) or (not np.isnan(newton) and newton <= baseline):
-                found = REPRODUCED
-            else:
-                found = NOT_REPRODUCED
-            rows.append(
-                {
-                    "claim": claim,
-                    "dataset": f"conll03-ner, (f − f*)/f* ≤ {level:g}",
-                    "encoder": "",
-                    "a": spec.newton,
-                    "b": spec.baseline,
-                    "metric": "ratio: L-BFGS / TRON seconds",
-                    "expect": "higher",
-                    "n_seeds": 1,
-                    "difference": baseline / newton,
-                    "verdict": found,
-                }
-            )
-    return pd.DataFrame(rows, columns=list(CELL_COLUMNS))
 
 
 def speedups(timing: pd.DataFrame, spec: SpeedClaim) -> pd.DataFrame:
@@ -338,11 +107,11 @@ def _kind_of(baseline: str) -> str:
 
 def round_verdict(low: float, high: float) -> str:
     """A speed-up cell's verdict from its single-round ratios: reproduced when the compared item was
-    faster in every round (lowest ratio > 1), not reproduced when slower in every round (highest
+    faster in every round (lowest ratio > 1), contradicted when slower in every round (highest
     ratio < 1), inconclusive when the rounds disagree."""
     if low > 1:
         return REPRODUCED
-    return NOT_REPRODUCED if high < 1 else INCONCLUSIVE
+    return CONTRADICTED if high < 1 else INCONCLUSIVE
 
 
 #: The timing mode a speed verdict rests on, where it was timed; eager timings are shown beside.
@@ -373,8 +142,17 @@ def _cells_range(cells: pd.DataFrame) -> str:
     return "; ".join(f"{metric} {text}" for metric, text in ranges.items())
 
 
-def _status(our_range: str, n_cells: int, found: str, reason: str = "") -> dict[str, object]:
-    return {"our_range": our_range, "n_cells": n_cells, "verdict": found, "reason": reason}
+def _status(
+    our_range: str, n_cells: int, found: str, reason: str = "", margin: str = "", regime: str = ""
+) -> dict[str, object]:
+    return {
+        "our_range": our_range,
+        "n_cells": n_cells,
+        "verdict": found,
+        "margin": margin,
+        "regime": regime,
+        "reason": reason,
+    }
 
 
 def _speed_range(ratios: pd.DataFrame, mode: str, where: str = "") -> str:
@@ -475,7 +253,9 @@ def _claim_status(
     if own.empty:
         return _status("", 0, NOT_TESTABLE, _no_cell_reason(spec))
     reason = best_of_reason(spec, own) if isinstance(spec, BestOfClaim) else ""
-    return _status(_cells_range(own), len(own), overall_verdict(own["verdict"]), reason)
+    stated = {claim_id: parse_paper_difference(str(claim["paper_difference"]))}
+    found, margin = claim_verdict(own), margin_derivation(own, stated)
+    return _status(_cells_range(own), len(own), found, reason, margin=margin, regime=regime_summary(own))
 
 
 def claim_ledger(
@@ -490,7 +270,7 @@ def claim_ledger(
     newton: tuple[pd.DataFrame | None, pd.DataFrame | None, pd.DataFrame | None] = (None, None, None),
     parse: ParseResults | None = None,
     trees: pd.DataFrame | None = None,
-    margin: float = MARGIN,
+    regimes: Mapping[tuple[str, str], str] | None = None,
     resamples: int = RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -504,11 +284,17 @@ def claim_ledger(
     ``cgm``: results/bethe/cgm.csv, for the CGM speed claim; ``newton``: results/newton/'s trace,
     solvers and cost tables (``report.newton.read_newton``), for the Newton claims; ``parse``: the
     dependency parsers' rows (``parse_inputs.parse_results``), for the parsing claims; ``trees``:
-    results/sparsemap/tree-solvers.csv, the solver claim on random trees beside the sweep's chains.
+    results/sparsemap/tree-solvers.csv, the solver claim on random trees beside the sweep's chains;
+    ``regimes``: the regime text of each (dataset, encoder) (``report.regime.regimes``), absent:
+    "not recorded".
     """
     order = {claim_id: position for position, claim_id in enumerate(claims["id"])}
-    parts = [accuracy_cells(sentences, tasks, margin=margin, resamples=resamples, seed=seed)]
-    parts.append(best_of_cells(parse, sentences, tasks, margin=margin, resamples=resamples, seed=seed))
+    paper = {
+        str(claim_id): parse_paper_difference(str(text))
+        for claim_id, text in zip(claims["id"], claims["paper_difference"], strict=True)
+    }
+    judged: dict[str, Any] = {"paper": paper, "regimes": regimes, "resamples": resamples, "seed": seed}
+    parts = [accuracy_cells(sentences, tasks, **judged), best_of_cells(parse, sentences, tasks, **judged)]
     if curves is not None:
         parts.append(sparsity_cells(curves[~curves["dataset"].isin(PARSE_DATASETS)]))
     if parse is not None:
@@ -526,6 +312,11 @@ def claim_ledger(
         parts.append(hv_cost_cells(cost))
     cells = pd.concat([part for part in parts if not part.empty] or parts[:1], ignore_index=True)
     cells = cells[cells["claim"].isin(order)]
+    recorded = pd.Series(
+        [(regimes or {}).get(key) for key in zip(cells["dataset"], cells["encoder"], strict=True)],
+        cells.index,
+    )
+    cells = cells.assign(regime=cells["regime"].where(cells["regime"].notna(), recorded))  # the other cells'
     cells = cells.sort_values("claim", key=lambda ids: ids.map(order), kind="stable", ignore_index=True)
     rows = [
         {

@@ -13,13 +13,13 @@ import pandas as pd
 from ..agreement import ORACLE_NAMES
 from ..schema import AGREEMENT_TABLE
 from .bethe import BETHE_INTRO
-from .claims import VERDICT_RULE
 from .figures import Drawn
 from .newton import NEWTON_INTRO
 from .parsing import PARSE_INTRO, PARSE_SKIPPED
 from .provenance import DIRTY, commit_line, dirty_warning
 from .render import GENERATED, html_fragment
 from .tables import Table
+from .verdicts import SENSITIVITY_FACTORS, VERDICT_RULE
 
 TITLE = "crfbench: Bregman Conditional Random Fields (Corro et al. 2025), reproduced"
 FORMATS = ("md", "tex", "csv")
@@ -32,11 +32,26 @@ AGREEMENT_INTRO = (
 NO_AGREEMENT = f"The agreement step has not run: results/{AGREEMENT_TABLE} is absent."
 #: The claim ledger's two tables: one row per claim, and the (dataset, encoder) cells behind them.
 LEDGER_FILES = (Path("claims.csv"), Path("claims-cells.csv"))
+#: The ledger's sensitivity table and the dataset-statistics table (stems under the report folder).
+SENSITIVITY = Path("tables") / "verdict-sensitivity"
+DATASETS = Path("tables") / "datasets"
 LEDGER_INTRO = (
     "Each claim of the paper (the data folder's paper/claims.csv) with our paired difference, A − B in "
     "points (same seeds, same test sentences; mean over seeds), its range over the (dataset, encoder) "
-    "cells, the paper's own difference, and a verdict. Each cell's 95% interval is a bootstrap over "
-    "test sentences and seeds (claims-cells.csv)."
+    "cells, the paper's own difference, a verdict, the margin it was judged with and the regime it "
+    "ran in beside the paper's. Each cell's 95% intervals (a bootstrap over test sentences and seeds, "
+    "and a t interval over seeds), direction, magnitude against the paper's difference and minimum "
+    "detectable effect are in claims-cells.csv."
+)
+SENSITIVITY_INTRO = (
+    "Every accuracy cell's verdict with its claim's margin scaled by "
+    + ", ".join(f"{factor:g}" for factor in SENSITIVITY_FACTORS)
+    + ": which verdicts rest on the margin's choice."
+)
+DATASETS_INTRO = (
+    "The data our runs used, per dataset and split (results/datasets.csv, from the runs' config.json; "
+    "cap: the profile's cut of that split), beside the paper's sizes where its text states them "
+    "(n/a: not stated; the BCRF paper uses the standard splits)."
 )
 #: What the page shows of the ledger's summary, under these headers.
 LEDGER_SHOWN = {
@@ -46,6 +61,8 @@ LEDGER_SHOWN = {
     "our_range": "ours (range over cells)",
     "n_cells": "cells",
     "verdict": "verdict",
+    "margin": "margin",
+    "regime": "regime (ours beside the paper's)",
     "reason": "why not testable, or what stands in (proxy)",
 }
 CONVERGENCE_INTRO = (
@@ -84,6 +101,8 @@ class Report:
     """Everything the front pages show; paths are relative to the report folder."""
 
     ledger: pd.DataFrame  # the claim ledger's summary (ledger.SUMMARY_COLUMNS)
+    sensitivity: pd.DataFrame  # every accuracy cell's verdict at scaled margins (verdicts.sensitivity_table)
+    datasets: pd.DataFrame  # sentences and tokens used per dataset and split (regime.dataset_statistics)
     convergence: pd.DataFrame  # one row per (dataset, encoder, loss): how training stopped
     tables: tuple[Table, ...]
     figures: tuple[Drawn, ...]
@@ -196,6 +215,14 @@ def index_html(report: Report) -> str:
         _html_frame(_ledger_shown(report.ledger)),
         f'<p class="notes">{html.escape(VERDICT_RULE)}</p>',
         f'<p class="files">{_ledger_links(html=True)}</p>',
+        "<h3>Verdicts against the margin</h3>",
+        f"<p>{html.escape(SENSITIVITY_INTRO)}</p>",
+        _html_frame(report.sensitivity),
+        f'<p class="files">{_links(SENSITIVITY, ("md", "csv"), html=True)}</p>',
+        "<h3>Datasets used</h3>",
+        f"<p>{html.escape(DATASETS_INTRO)}</p>",
+        _html_frame(report.datasets),
+        f'<p class="files">{_links(DATASETS, ("md", "csv"), html=True)}</p>',
         "</section>",
         "<h2>Contents</h2>",
         "<ul>" + "".join(contents) + "</ul>",
@@ -314,6 +341,22 @@ def readme(report: Report) -> str:
         VERDICT_RULE.replace("\n", " "),
         "",
         _ledger_links(),
+        "",
+        "### Verdicts against the margin",
+        "",
+        SENSITIVITY_INTRO,
+        "",
+        *(_markdown_frame(report.sensitivity) if not report.sensitivity.empty else ["No accuracy cell."]),
+        "",
+        _links(SENSITIVITY, ("md", "csv")),
+        "",
+        "### Datasets used",
+        "",
+        DATASETS_INTRO,
+        "",
+        *(_markdown_frame(report.datasets) if not report.datasets.empty else ["No dataset facts."]),
+        "",
+        _links(DATASETS, ("md", "csv")),
         "",
         "## Training convergence",
         "",

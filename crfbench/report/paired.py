@@ -1,5 +1,6 @@
 """An accuracy claim's cells: per (dataset, encoder), run A minus run B in points, paired over seeds
-and test sentences, with its percentile bootstrap interval and verdict (see ``crfbench.report.ledger``)."""
+and test sentences, with its percentile bootstrap interval, the t interval over per-seed
+differences, and the verdict of ``crfbench.report.verdicts`` (see ``crfbench.report.ledger``)."""
 
 from __future__ import annotations
 
@@ -14,14 +15,14 @@ from .claims import (
     CELL_COLUMNS,
     CLAIMS,
     LEVEL,
-    MARGIN,
     RATIO_TERMS,
     RESAMPLES,
     AccuracyClaim,
     Claim,
     Comparison,
-    verdict,
 )
+from .paper_difference import PaperDifference
+from .verdicts import judge_cells, minimum_detectable_effect, seed_interval, with_margins
 
 
 def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
@@ -54,16 +55,30 @@ def paired_difference(
     seed_counts = _counts(seed_draws, n_seeds)  # (resamples, seeds)
 
     terms = np.concatenate([num_a, den_a, num_b, den_b]).T  # (sentences, 4 × seeds): one product
-
-    def per_seed(weights: np.ndarray) -> np.ndarray:  # metric A − metric B, (rows of weights, seeds)
-        sum_num_a, sum_den_a, sum_num_b, sum_den_b = np.split(weights @ terms, 4, axis=1)
-        return _ratio(sum_num_a, sum_den_a) - _ratio(sum_num_b, sum_den_b)
-
-    estimate = 100 * per_seed(np.ones((1, n_sentences))).mean()
-    resampled = 100 * (seed_counts * per_seed(sentence_counts)).sum(axis=1) / n_seeds
+    estimate = 100 * _per_seed(np.ones((1, n_sentences)), terms)[0].mean()
+    resampled = 100 * (seed_counts * _per_seed(sentence_counts, terms)[0]).sum(axis=1) / n_seeds
     tail = 100 * (1 - LEVEL) / 2
     low, high = np.percentile(resampled, [tail, 100 - tail])
     return float(estimate), float(low), float(high)
+
+
+def _per_seed(weights: np.ndarray, terms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Metric A − metric B, and metric B, per (row of ``weights``, seed): ``weights`` (rows,
+    sentences) weigh the sentences, ``terms`` (sentences, 4 × seeds) are A's and B's numerators and
+    denominators side by side."""
+    sum_num_a, sum_den_a, sum_num_b, sum_den_b = np.split(weights @ terms, 4, axis=1)
+    metric_b = _ratio(sum_num_b, sum_den_b)
+    return _ratio(sum_num_a, sum_den_a) - metric_b, metric_b
+
+
+def seed_differences(
+    num_a: np.ndarray, den_a: np.ndarray, num_b: np.ndarray, den_b: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per seed, metric A − metric B over all test sentences, and metric B, in points (arrays as
+    :func:`paired_difference`'s): the seed-level test's data and B's seed-to-seed spread."""
+    terms = np.concatenate([num_a, den_a, num_b, den_b]).T
+    difference, metric_b = _per_seed(np.ones((1, num_a.shape[1])), terms)
+    return 100 * difference[0], 100 * metric_b[0]
 
 
 def _counts(draws: np.ndarray, size: int) -> np.ndarray:
@@ -119,11 +134,11 @@ def _cell(
     encoder: str,
     comparison: Comparison,
     metric: str,
-    margin: float,
     resamples: int,
     seed: int,
 ) -> dict[str, object] | None:
-    """The cell's row but its claim; None when a side was not run or the sides share nothing."""
+    """The cell's numbers but its claim, the paper's, margin, verdict and regime; None when a side
+    was not run or the sides share nothing."""
     sides = [runs.get((dataset, encoder, *run.split("/"))) for run in (comparison.a, comparison.b)]
     if sides[0] is None or sides[1] is None:
         return None
@@ -132,6 +147,8 @@ def _cell(
         return None
     num, den = arrays
     difference, low, high = paired_difference(num[0], den[0], num[1], den[1], resamples=resamples, seed=seed)
+    per_seed, metric_b = seed_differences(num[0], den[0], num[1], den[1])
+    seed_low, seed_high, seed_error = seed_interval(per_seed)
     return {
         "dataset": dataset,
         "encoder": encoder,
@@ -144,7 +161,10 @@ def _cell(
         "difference": difference,
         "ci_low": low,
         "ci_high": high,
-        "verdict": verdict(comparison.expect, low, high, margin),
+        "seed_low": seed_low,
+        "seed_high": seed_high,
+        "mde": minimum_detectable_effect(low, high, seed_error),
+        "b_seed_sd": float(np.std(metric_b, ddof=1)) if len(metric_b) > 1 else np.nan,
     }
 
 
@@ -153,18 +173,23 @@ def accuracy_cells(
     tasks: Mapping[str, str],
     *,
     claims: Mapping[str, Claim] = CLAIMS,
-    margin: float = MARGIN,
+    paper: Mapping[str, PaperDifference | None] | None = None,
+    regimes: Mapping[tuple[str, str], str] | None = None,
     resamples: int = RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
 ) -> pd.DataFrame:
     """One row per (accuracy claim, comparison, dataset, encoder) whose two sides ran on the test
-    split: our paired difference in points, its interval and verdict (:data:`CELL_COLUMNS`), in
-    ``claims`` order (by default :data:`CLAIMS`), then the claim's dataset order, then encoder name.
+    split: our paired difference in points, its intervals, the paper's difference, margin and
+    verdict (:data:`CELL_COLUMNS`), in ``claims`` order (by default :data:`CLAIMS`), then the
+    claim's dataset order, then encoder name.
 
     ``sentences``: the per-sentence counts (dataset, encoder_name, loss, seed, split, decoder,
     sentence, tokens, correct, gold_spans, predicted_spans, matched_spans, invalid); ``tasks``: the
-    task ("pos", "seg" or "ner") of each dataset, read for every dataset a claim covers that ran.
+    task ("pos", "seg" or "ner") of each dataset, read for every dataset a claim covers that ran;
+    ``paper``: each claim's parsed ``paper_difference`` (absent: none); ``regimes``: each (dataset,
+    encoder)'s regime text (absent: "not recorded").
     """
+    paper, regimes = paper or {}, regimes or {}
     test = sentences[sentences["split"] == "test"]
     runs = dict(tuple(test.groupby(["dataset", "encoder_name", "loss", "decoder"])))
     encoders = test.groupby("dataset")["encoder_name"].unique()
@@ -176,7 +201,16 @@ def accuracy_cells(
             for dataset in spec.datasets:
                 for encoder in sorted(encoders.get(dataset, ())):
                     metric = _metric(comparison, dataset, tasks)
-                    row = _cell(runs, dataset, encoder, comparison, metric, margin, resamples, seed)
-                    if row is not None:
-                        rows.append({"claim": claim, **row})
-    return pd.DataFrame(rows, columns=list(CELL_COLUMNS))
+                    row = _cell(runs, dataset, encoder, comparison, metric, resamples, seed)
+                    if row is None:
+                        continue
+                    stated = paper.get(claim)
+                    on_task = stated.for_task(tasks[dataset]) if stated and metric != "violations" else None
+                    on_task = None if on_task is None or on_task.ratio else on_task  # a speed-up: no points
+                    rows.append(
+                        {"claim": claim, **row}
+                        | {"paper_low": on_task.low if on_task else np.nan}
+                        | {"paper_high": on_task.high if on_task else np.nan}
+                        | {"regime": regimes.get((dataset, encoder), "not recorded")}
+                    )
+    return judge_cells(with_margins(pd.DataFrame(rows, columns=list(CELL_COLUMNS)), paper))

@@ -13,6 +13,7 @@ substitute protocol (``parse_inputs.proxy_datasets``) has its metric marked "(pr
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import pandas as pd
 
@@ -20,13 +21,13 @@ from .claims import (
     BOOTSTRAP_SEED,
     CELL_COLUMNS,
     CLAIMS,
-    MARGIN,
     RESAMPLES,
     AccuracyClaim,
     BestOfClaim,
     Comparison,
 )
 from .paired import accuracy_cells
+from .paper_difference import PaperDifference
 from .parse_inputs import PARSE_TASKS, UAS, ParseResults, proxy_datasets
 
 #: Appended to the metric of a cell whose dataset is a proxy of the paper's setting.
@@ -72,7 +73,7 @@ def _best(scores: pd.Series, losses: tuple[str, ...]) -> str | None:
 
 
 def _tree_cells(
-    parse: ParseResults, claim_id: str, spec: BestOfClaim, margin: float, resamples: int, seed: int
+    parse: ParseResults, claim_id: str, spec: BestOfClaim, judged: dict[str, Any]
 ) -> list[pd.DataFrame]:
     """The cells of one best-of claim on the parsers: one per (dataset, encoder) chosen on dev whose
     two losses both ran on test."""
@@ -82,7 +83,7 @@ def _tree_cells(
         comparison = Comparison(f"{choice.a}/{spec.decoder}", f"{choice.b}/{spec.decoder}", spec.expect)
         runs = parse.sentences[parse.sentences["encoder_name"] == choice.encoder]
         one = {claim_id: AccuracyClaim((str(choice.dataset),), (comparison,))}
-        found = accuracy_cells(runs, PARSE_TASKS, claims=one, margin=margin, resamples=resamples, seed=seed)
+        found = accuracy_cells(runs, PARSE_TASKS, claims=one, **judged)
         if found.empty:
             continue
         cells.append(
@@ -100,26 +101,26 @@ def best_of_cells(
     sentences: pd.DataFrame,
     tasks: Mapping[str, str],
     *,
-    margin: float = MARGIN,
+    paper: Mapping[str, PaperDifference | None] | None = None,
+    regimes: Mapping[tuple[str, str], str] | None = None,
     resamples: int = RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
 ) -> pd.DataFrame:
     """One row (:data:`CELL_COLUMNS`) per (best-of claim, parsing dataset, encoder) whose chosen
     losses both ran on test (``parse``: the parser's rows, None when none ran); for a claim with no
     such cell, its proxy's cells on ``sentences`` (the taggers', with their ``tasks``), as
-    ``accuracy_cells`` makes them."""
+    ``accuracy_cells`` makes them (``paper``, ``regimes``, ``resamples`` and ``seed`` as there)."""
+    judged: dict[str, Any] = {"paper": paper, "regimes": regimes, "resamples": resamples, "seed": seed}
     parts = []
     for claim_id, spec in CLAIMS.items():
         if not isinstance(spec, BestOfClaim):
             continue
-        trees = [] if parse is None else _tree_cells(parse, claim_id, spec, margin, resamples, seed)
+        trees = [] if parse is None else _tree_cells(parse, claim_id, spec, judged)
         if trees:
             parts += trees
         elif spec.proxy is not None:
             proxy = {claim_id: spec.proxy}
-            parts.append(
-                accuracy_cells(sentences, tasks, claims=proxy, margin=margin, resamples=resamples, seed=seed)
-            )
+            parts.append(accuracy_cells(sentences, tasks, claims=proxy, **judged))
     if not parts:
         return pd.DataFrame(columns=list(CELL_COLUMNS))
     return pd.concat(parts, ignore_index=True)[list(CELL_COLUMNS)]

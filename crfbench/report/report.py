@@ -14,6 +14,9 @@ from ..schema import (
     CURVE_COLUMNS,
     CURVE_NUMBERS,
     CURVES_TABLE,
+    DATASET_COLUMNS,
+    DATASET_NUMBERS,
+    DATASETS_TABLE,
     METRICS_COLUMNS,
     METRICS_TABLE,
     SCALING_TABLE,
@@ -40,6 +43,7 @@ from .page import LEDGER_FILES, NO_AGREEMENT, Report, index_html, readme, table_
 from .paper import load_paper
 from .parse_inputs import parse_results
 from .parsing import PARSE_SKIPPED, parse_sections, write_sections
+from .regime import dataset_statistics, regimes
 from .render import csv_text, latex, markdown
 from .scaling import read_scaling, scaling_figures, summary_tables
 from .stats import decode_speedups, score_stats, train_speedups, violation_stats
@@ -55,6 +59,7 @@ from .training import (
     sweep_table,
 )
 from .tree_solvers import read_tree_solvers, tree_solver_figures, tree_solver_table
+from .verdicts import sensitivity_table
 
 #: Keys of the ``notes`` argument: a table id, or "all" for notes on every table.
 NOTE_KEYS = ("all", *(spec.id for spec in TABLES))
@@ -105,7 +110,8 @@ def render_report(
     sentences = read_results(results_dir / SENTENCES_TABLE, SENTENCE_COLUMNS, SENTENCE_NUMBERS)
     curves = read_results(results_dir / CURVES_TABLE, CURVE_COLUMNS, CURVE_NUMBERS)
     sweep = read_results(results_dir / SWEEP_TABLE, SWEEP_COLUMNS, SWEEP_NUMBERS)
-    for name in (CURVES_TABLE, SWEEP_TABLE):
+    datasets = read_results(results_dir / DATASETS_TABLE, DATASET_COLUMNS, DATASET_NUMBERS)
+    for name in (CURVES_TABLE, SWEEP_TABLE, DATASETS_TABLE):
         if not (results_dir / name).exists():
             absent.append(f"{name} is absent from the results folder.")
     if not (results_dir / SENTENCES_TABLE).exists():
@@ -149,6 +155,7 @@ def render_report(
         newton=read_newton(results_dir),
         parse=parse,
         trees=trees,
+        regimes=regimes(metrics, datasets, paper),
     )
     parsing = parse_sections(parse, paper_csv, ledger[1])
     if not parsing:
@@ -186,6 +193,8 @@ def render_report(
         "convergence": convergence_table(curves),
         "sweep": sweep_table(sweep),
         "sparsemap-solvers": solver_table(sweep),
+        "verdict-sensitivity": sensitivity_table(ledger[1]),
+        "datasets": dataset_statistics(datasets, sentences),
     }
     summaries = summary_tables(scaling)
     frames = training | {stem: frame for stem, (_, frame) in summaries.items()}
@@ -198,6 +207,8 @@ def render_report(
 
     report = Report(
         ledger=ledger[0],
+        sensitivity=training["verdict-sensitivity"],
+        datasets=training["datasets"],
         convergence=training["convergence"],
         tables=tuple(shown),
         figures=tuple(replace(drawn, path=drawn.path.relative_to(out_dir)) for drawn in figures),

@@ -39,6 +39,22 @@ rule aggregate_curves:
         "{params.cli} aggregate {input} --out {output} > {log} 2>&1"
 
 
+rule aggregate_datasets:
+    # The data every run used (sizes after the profile's cuts), from the config.json that training
+    # writes beside train.json; the report's regime flags and dataset-statistics table read it.
+    input:
+        run_files(schema.SUMMARY_FILE),
+    output:
+        results_file(schema.DATASETS_TABLE),
+    params:
+        cli=CRFBENCH,
+        configs=lambda w, input: [os.path.join(os.path.dirname(path), schema.CONFIG_FILE) for path in input],
+    log:
+        f"{RESULTS}/logs/aggregate_datasets.log",
+    shell:
+        "{params.cli} aggregate {params.configs} --out {output} > {log} 2>&1"
+
+
 rule aggregate_timing:
     input:
         [os.path.join(TIMING_DIR.format(dataset=d, encoder=e), schema.TIMING_FILE) for _, d, e in timed()]
@@ -61,6 +77,7 @@ rule report:
         metrics=results_file(schema.METRICS_TABLE),
         sentences=results_file(schema.SENTENCES_TABLE),
         curves=results_file(schema.CURVES_TABLE),
+        datasets=results_file(schema.DATASETS_TABLE),
         sweep=lambda w: [rules.aggregate_sweep.output[0]] if swept() else [],
         timing=results_file(schema.TIMING_TABLE),
         agreement=results_file(schema.AGREEMENT_TABLE),

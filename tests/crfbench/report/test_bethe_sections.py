@@ -14,7 +14,7 @@ import pytest
 
 from crfbench.bethe import citation, ocr
 from crfbench.bethe.cgm import COLUMNS
-from crfbench.report.ledger import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
+from crfbench.report.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, REPRODUCED_IN_DIRECTION
 from crfbench.schema import SENTENCE_COLUMNS
 
 from .fixtures import render_with_claims, write_results
@@ -69,7 +69,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (results / "bethe").mkdir()
     rows = (
         _rows("s625", [0.1, 0.3], [3.0, 5.0])  # x20: reproduced
-        + _rows("s10k", [1.0, 1.0], [5.0, 5.0])  # x5: not reproduced
+        + _rows("s10k", [1.0, 1.0], [5.0, 5.0])  # x5: faster, but not by the paper's order of magnitude
         + _rows("s50k", [1.0, 1.0], [50.0, 50.0], gap=1e-3)  # objectives differ: not reproduced
         + _rows("s99", [1.0, 1.0], [50.0, 50.0], accurate=False)  # inconclusive
     )
@@ -96,7 +96,7 @@ def test_the_speed_claim_is_judged_per_size(rendered: Path) -> None:
     verdicts = dict(zip(cells["dataset"], cells["verdict"], strict=True))
     assert verdicts == {
         "cgm-synthetic-s625": REPRODUCED,
-        "cgm-synthetic-s10k": NOT_REPRODUCED,
+        "cgm-synthetic-s10k": REPRODUCED_IN_DIRECTION,
         "cgm-synthetic-s50k": NOT_REPRODUCED,
         "cgm-synthetic-s99": INCONCLUSIVE,
     }
@@ -138,7 +138,9 @@ def test_the_ocr_claim_pairs_the_test_words(rendered: Path) -> None:
     ocr_cells = cells[cells["claim"] == "bethe-2"].set_index("a")
     assert list(ocr_cells.index) == ["Lu/bethe", "Lw/bethe"]  # Lu-MM and Lw-MM did not run
     assert ocr_cells.loc["Lw/bethe", "difference"] == pytest.approx(19.0)
-    assert ocr_cells.loc["Lw/bethe", "verdict"] == REPRODUCED
+    assert (
+        ocr_cells.loc["Lw/bethe", "verdict"] == REPRODUCED_IN_DIRECTION
+    )  # +19 beyond the paper's +9.1 to +13.9
     assert ocr_cells.loc["Lu/bethe", "verdict"] == NOT_REPRODUCED  # identical: no gain
     assert (ocr_cells["n_sentences"] == 200).all()
 
@@ -191,7 +193,8 @@ def test_table1_and_app_b_beside_the_paper(rendered: Path) -> None:
 def test_the_citation_claims_pair_the_test_citations(rendered: Path) -> None:
     cells = pd.read_csv(rendered / "claims-cells.csv").set_index("claim")
     assert cells.loc["bethe-1", "difference"] == pytest.approx(100 * (1 - 2 / 3), abs=1e-3)  # 3 decimals
-    assert cells.loc["bethe-1", "verdict"] == REPRODUCED and cells.loc["bethe-1", "n_seeds"] == 2
+    assert cells.loc["bethe-1", "n_seeds"] == 2
+    assert cells.loc["bethe-1", "verdict"] == REPRODUCED_IN_DIRECTION  # +33 points against the paper's +1.00
     assert (
         cells.loc["bethe-4", "difference"] == pytest.approx(0.0)
         and cells.loc["bethe-4", "verdict"] == REPRODUCED

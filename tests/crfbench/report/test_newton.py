@@ -11,15 +11,9 @@ import pytest
 
 from crfbench.io import write_csv
 from crfbench.report import newton
-from crfbench.report.ledger import (
-    HV_SAME_ORDER,
-    INCONCLUSIVE,
-    NOT_REPRODUCED,
-    REPRODUCED,
-    claim_ledger,
-    hv_cost_cells,
-    newton_solver_cells,
-)
+from crfbench.report.claims import HV_SAME_ORDER, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
+from crfbench.report.ledger import claim_ledger
+from crfbench.report.study_cells import hv_cost_cells, newton_solver_cells
 
 from .test_ledger import NO_SENTENCES
 

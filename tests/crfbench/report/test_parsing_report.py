@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from crfbench.report.claims import CLAIMS, NOT_REPRODUCED, REPRODUCED, BestOfClaim
-from crfbench.report.ledger import TREE_SUPPORT_METRIC, claim_ledger, tree_sparsity_cells
+from crfbench.report.ledger import claim_ledger
 from crfbench.report.parse_claims import PROXY_MARK, best_of_cells, dev_choices
 from crfbench.report.parse_inputs import MAP_DECODER, TREE_SUPPORT, ParseResults, parse_results
 from crfbench.report.parsing import (
@@ -24,6 +24,7 @@ from crfbench.report.parsing import (
     read_paper,
     table1,
 )
+from crfbench.report.study_cells import TREE_SUPPORT_METRIC, tree_sparsity_cells
 from crfbench.schema import CURVE_COLUMNS, SENTENCE_COLUMNS
 
 from .fixtures import RUN, render_with_claims, write_results

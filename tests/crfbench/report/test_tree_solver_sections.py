@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from crfbench.report.ledger import tree_solver_cells
+from crfbench.report.study_cells import tree_solver_cells
 from crfbench.report.tree_solvers import budget_means, tree_solver_figures
 from crfbench.schema import TREE_SOLVER_COLUMNS, TREE_SOLVERS_TABLE
 
@@ -88,7 +88,7 @@ def test_the_solver_claim_is_judged_on_the_trees(rendered: Path) -> None:
 
 def test_the_trees_join_the_chains_cells_without_replacing_them() -> None:
     """The sweep's chain cells (sparsemap/...) stay; the tree cells are added, one per other solver."""
-    from crfbench.report.ledger import solver_cells
+    from crfbench.report.study_cells import solver_cells
 
     from .test_sparsemap_sections import _sweep
 
