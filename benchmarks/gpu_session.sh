@@ -103,7 +103,7 @@ for dataset in $TIMED_DATASETS; do
     backends=(--backends torch)  # JAX compiles each batch shape's step afresh: one dataset's worth
     [ -z "$DRY_RUN" ] && [ "$dataset" = ud-pos-nl ] && backends=(--backends torch jax)
     CRFBENCH_DATA="$DIR/data" timeout 240 python3 -m crfbench time "${dirty[@]}" "${settings[@]}" "${sizes[@]}" "${items[@]}" "${backends[@]}" \
-        --set device="$TIMING_DEVICE" --run-dir "$run_dir" --modes eager compiled --restart-if-changed \
+        --set device="$TIMING_DEVICE" --run-dir "$run_dir" --modes eager compiled --restart-if-changed --overwrite \
         --no-progress 2>&1 | tail -3
     pack
 done

@@ -22,9 +22,13 @@ from .cli_args import (
     output_dir,
     output_file,
     positive_int,
+    refuse_committed_outputs,
 )
 from .cli_studies import add_study_commands
 from .io import CorruptFileError
+
+AGREEMENT_CSV = "results/agreement/agreement.csv"  # `crfbench agree`'s defaults: the committed files
+AGREEMENT_REPORT = "reports/agreement.md"
 
 
 def _agree(args: argparse.Namespace) -> int:
@@ -204,15 +208,27 @@ def parser() -> argparse.ArgumentParser:
     main = Parser(prog="crfbench", description=__doc__)
     add_allow_dirty_argument(main, writes_results=False)
     commands = main.add_subparsers(dest="command", required=True)
-    agree = commands.add_parser(
-        "agree", help="compare every method across backends and with NumPy oracles; exit 1 on disagreement"
+    about = (
+        "compare every method across backends and with NumPy oracles; exit 1 on disagreement "
+        f"(writes the committed {AGREEMENT_CSV} and {AGREEMENT_REPORT} by default: --overwrite)"
     )
+    agree = commands.add_parser("agree", help=about, description=about)
     agree.add_argument(
         "--backends", nargs="+", choices=implementations.BACKENDS, default=list(implementations.BACKENDS)
     )
     agree.add_argument("--quick", action="store_true", help="small grid (N <= 8, T <= 5), for tests")
-    agree.add_argument("--csv", type=output_file, default=Path("results/agreement/agreement.csv"))
-    agree.add_argument("--report", type=output_file, default=Path("reports/agreement.md"))
+    agree.add_argument(
+        "--csv",
+        type=output_file,
+        default=Path(AGREEMENT_CSV),
+        help=f"table to write (default: {AGREEMENT_CSV}, committed)",
+    )
+    agree.add_argument(
+        "--report",
+        type=output_file,
+        default=Path(AGREEMENT_REPORT),
+        help=f"summary to write (default: {AGREEMENT_REPORT}, committed)",
+    )
     add_allow_dirty_argument(agree)
     agree.set_defaults(handler=_agree)
 
@@ -307,7 +323,11 @@ def parser() -> argparse.ArgumentParser:
     facts.add_argument("--out", type=output_file, required=True, help="JSON file to write")
     facts.set_defaults(handler=_data)
 
-    report = commands.add_parser("report", help="render the paper's tables and figures from results/")
+    about = (
+        "render the paper's tables and figures from results/ (into the committed reports/ by "
+        "default: --overwrite)"
+    )
+    report = commands.add_parser("report", help=about, description=about)
     report.add_argument(
         "--results", type=Path, default=Path("results"), help="folder with metrics.csv, timing.csv"
     )
@@ -315,13 +335,25 @@ def parser() -> argparse.ArgumentParser:
         "--paper", type=input_file, required=True, help="the paper's numbers (bcrf_tables.csv)"
     )
     report.add_argument("--notes", type=input_file, help="JSON {profile, notes: {table id: [sentences]}}")
-    report.add_argument("--out", type=output_dir, default=Path("reports"), help="folder to write")
+    report.add_argument(
+        "--out",
+        type=output_dir,
+        default=Path("reports"),
+        help="folder to write (default: reports, committed)",
+    )
     report.set_defaults(handler=_report)
 
-    scaling = commands.add_parser("scaling", help="tidy the latest asv results of every machine into one CSV")
+    about = (
+        "tidy the latest asv results of every machine into one CSV (the committed "
+        "results/scaling.csv by default: --overwrite)"
+    )
+    scaling = commands.add_parser("scaling", help=about, description=about)
     scaling.add_argument("--asv", type=Path, default=Path("results/asv"), help="asv results folder")
     scaling.add_argument(
-        "--out", type=output_file, default=Path("results/scaling.csv"), help="CSV file to write"
+        "--out",
+        type=output_file,
+        default=Path("results/scaling.csv"),
+        help="CSV file to write (default: results/scaling.csv, committed)",
     )
     scaling.set_defaults(handler=_scaling)
 
@@ -344,11 +376,13 @@ def main(argv: list[str] | None = None) -> int:
 
     Arguments are checked as they are parsed (sizes, paths); a command that writes results refuses
     a git checkout with uncommitted changes unless ``--allow-dirty`` (``environment.check_committed``);
-    settings are checked before a command writes anything, and every output is written atomically,
-    so a refused command leaves nothing behind.
+    an output that the git checkout commits (the reference run in results/ and reports/) is refused
+    without ``--overwrite``; settings are checked before a command writes anything, and every output
+    is written atomically, so a refused command leaves nothing behind.
     """
     args = parser().parse_args(argv)
     try:
+        refuse_committed_outputs(args)
         if args.writes_results and not dirty_allowed(args):
             from .environment import check_committed
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable
+import subprocess
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from . import io
 from .io import CorruptFileError
@@ -23,6 +24,7 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     IsADirectoryError,
     NotADirectoryError,
     PermissionError,
+    FileExistsError,  # an output the repository commits, written without --overwrite
     CorruptFileError,  # a truncated or damaged input file
 )
 
@@ -33,10 +35,29 @@ def one_line(message: object) -> str:
 
 
 class Parser(argparse.ArgumentParser):
-    """An argument parser whose usage errors are one line too (``--help`` still shows the usage)."""
+    """An argument parser whose usage errors are one line too (``--help`` still shows the usage).
+
+    A command with an output argument (type ``output_file`` or ``output_dir``) gets ``--overwrite``
+    and lists that argument in the ``outputs`` default, which ``refuse_committed_outputs`` checks
+    before the command runs: the committed reference run is never written over by accident.
+    """
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        if action.type in (output_file, output_dir):
+            outputs = self.get_default("outputs") or ()
+            if not outputs:
+                super().add_argument(
+                    "--overwrite",
+                    action="store_true",
+                    help="write over files the git checkout commits (the reference run in results/ "
+                    "and reports/; the pipeline's rules pass this); without it they are refused",
+                )
+            self.set_defaults(outputs=(*outputs, action.dest))
+        return action
 
 
 def checked(check: Callable[[str], object], name: str) -> Callable[[str], object]:
@@ -79,6 +100,46 @@ input_file = checked(lambda text: io.check_input_file(Path(text)), "input file")
 input_dir = checked(lambda text: io.check_input_dir(Path(text)), "input directory")
 output_file = checked(lambda text: io.check_output_file(Path(text)), "output file")
 output_dir = checked(lambda text: io.check_output_dir(Path(text)), "output directory")
+
+
+def committed_files(path: Path) -> list[str]:
+    """The files git tracks at ``path`` or under it, relative to the repository (none where ``path``
+    is in no git checkout, or git is missing): a result committed as part of the reference run."""
+    target = Path(path).absolute()
+    where = target
+    while not where.is_dir():  # git runs in the nearest existing folder on the way
+        where = where.parent
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--full-name", "--", str(target)],
+            cwd=where,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [name for name in listed.stdout.split("\0") if name] if listed.returncode == 0 else []
+
+
+def refuse_committed_outputs(args: argparse.Namespace) -> None:
+    """FileExistsError naming the first committed file that an output argument of the command
+    (``Parser``'s ``outputs``) would write over, unless ``--overwrite`` was given."""
+    if getattr(args, "overwrite", False):
+        return
+    outputs: Sequence[str] = getattr(args, "outputs", ())
+    for dest in outputs:
+        path = getattr(args, dest)
+        committed = committed_files(path) if path is not None else []
+        if committed and Path(path).is_dir():
+            raise FileExistsError(
+                f"{path}: holds files of the committed reference run ({committed[0]}, ...); "
+                "pass --overwrite to write over them"
+            )
+        if committed:
+            raise FileExistsError(
+                f"{path}: a file of the committed reference run; pass --overwrite to write over it"
+            )
 
 
 def positive_number(text: str) -> float:

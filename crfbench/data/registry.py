@@ -24,6 +24,18 @@ OPTIONS: dict[str, dict[str, object]] = {
 COMMON_OPTIONS: dict[str, object] = {"download": True}
 
 
+def source_folder(name: str) -> str | None:
+    """The folder, relative to the data dir, that dataset ``name`` is read from (None for the
+    generated synthetic data): the pipeline checks it exists before planning any job."""
+    if name not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}; valid names: {', '.join(DATASETS)}")
+    if name in _POS or name in _SEG:
+        return f"{ud.RELEASE}/{ud.TREEBANKS[{**_POS, **_SEG}[name]].name}"
+    if name.startswith("conll03-ner"):
+        return os.path.dirname(conll03.FILES["train"])
+    return None
+
+
 def load(
     name: str,
     data_dir: str | os.PathLike[str] | None = None,

@@ -25,13 +25,25 @@ def copy_workflow(target: Path) -> Path:
     return target
 
 
-def snakemake(*arguments: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess[str]:
-    """Run Snakemake in ``cwd`` as a user would (it finds workflow/Snakefile and its profile)."""
+def snakemake(
+    *arguments: str, cwd: Path, timeout: int = 300, env: dict[str, str | None] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run Snakemake in ``cwd`` as a user would (it finds workflow/Snakefile and its profile), in
+    ``environment()`` changed by ``env`` (a None value removes the variable)."""
+    variables = environment() | (env or {})
     return subprocess.run(
         [str(SNAKEMAKE), *arguments],
         cwd=cwd,
         capture_output=True,
         text=True,
-        env=environment(),
+        env={name: value for name, value in variables.items() if value is not None},
         timeout=timeout,
     )
+
+
+def stub_pretrained_models(workdir: Path) -> None:
+    """Stand-ins for config/paper.yaml's BERT model folders (a folder with a config.json is what
+    the dry run's check asks of a local model), so that the paper's plan can be drawn here."""
+    for name in ("bert-base-cased", "bert-large-cased"):
+        (workdir / "models" / name).mkdir(parents=True, exist_ok=True)
+        (workdir / "models" / name / "config.json").write_text("{}\n")

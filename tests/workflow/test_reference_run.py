@@ -31,7 +31,7 @@ def test_committed_notes_are_the_default_profiles() -> None:
     """The notes printed under the tables say what the profile did (seeds, cuts): they must be the
     default config's, not those of an older profile (they once said 2 seeds for a 3-seed run)."""
     yaml = pytest.importorskip("yaml")
-    profile = yaml.safe_load((ROOT / "config/default.yaml").read_text())
+    profile = yaml.safe_load((ROOT / "config/config.yaml").read_text())
     committed = json.loads((ROOT / "results/report-notes.json").read_text())
     assert committed == {"profile": profile["profile"], "notes": profile["notes"]}
 

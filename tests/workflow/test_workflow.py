@@ -6,11 +6,12 @@ The smoke config is run end to end by `.ci/run` (minutes), not here.
 from __future__ import annotations
 
 import fcntl
+import re
 from pathlib import Path
 
 import pytest
 
-from tests.workflow.pipeline import SNAKEMAKE, copy_workflow, snakemake
+from tests.workflow.pipeline import ROOT, SNAKEMAKE, copy_workflow, snakemake, stub_pretrained_models
 
 pytestmark = pytest.mark.skipif(not SNAKEMAKE.exists(), reason="snakemake not installed (extra: pipeline)")
 
@@ -18,7 +19,9 @@ pytestmark = pytest.mark.skipif(not SNAKEMAKE.exists(), reason="snakemake not in
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the workflow in a scratch folder, so dry runs never see real results."""
-    return copy_workflow(tmp_path_factory.mktemp("workflow"))
+    workdir = copy_workflow(tmp_path_factory.mktemp("workflow"))
+    stub_pretrained_models(workdir)
+    return workdir
 
 
 def test_lint_finds_nothing_but_the_missing_conda_directives(workdir: Path) -> None:
@@ -33,6 +36,7 @@ def test_lint_finds_nothing_but_the_missing_conda_directives(workdir: Path) -> N
 @pytest.mark.parametrize("configfile", [None, "config/smoke.yaml", "config/paper.yaml"])
 def test_every_config_validates_and_plans_every_rule(workdir: Path, configfile: str | None) -> None:
     arguments = ["-n", "--cores", "2"] + (["--configfile", configfile] if configfile else [])
+    arguments += ["--config", "device=cpu"]  # the paper's cuda where this machine may have none
     result = snakemake(*arguments, cwd=workdir)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     for rule in ("prepare_data", "train", "evaluate", "time", "aggregate_metrics", "report"):
@@ -90,6 +94,7 @@ def test_a_config_error_names_the_setting(workdir: Path, tmp_path: Path) -> None
 
 
 def test_asv_results_are_tidied_and_published_unless_scaling_is_off(tmp_path: Path) -> None:
+    """The scaling table is part of the run; asv's HTML (git-ignored) is a target of its own."""
     from tests.crfbench.asv_fixture import write_asv_results
 
     copy_workflow(tmp_path)
@@ -97,7 +102,9 @@ def test_asv_results_are_tidied_and_published_unless_scaling_is_off(tmp_path: Pa
     write_asv_results(tmp_path / "results/asv", "box", "a" * 40, 1_000, {"m.C.time_marginals": marginals})
     planned = snakemake("-n", "--cores", "2", "--configfile", "config/smoke.yaml", cwd=tmp_path)
     assert planned.returncode == 0, planned.stdout[-3000:] + planned.stderr[-3000:]
-    assert "\nscaling_table " in planned.stdout and "\nasv_html " in planned.stdout
+    assert "\nscaling_table " in planned.stdout and "\nasv_html " not in planned.stdout
+    published = snakemake("asv_html", "-n", "--cores", "1", "--configfile", "config/smoke.yaml", cwd=tmp_path)
+    assert "\nasv_html " in published.stdout, published.stdout[-3000:] + published.stderr[-3000:]
     off = snakemake(
         "-n", "--cores", "2", "--configfile", "config/smoke.yaml", "--config", "scaling=False", cwd=tmp_path
     )
@@ -166,3 +173,77 @@ def test_stale_locks_are_cleared_but_a_live_runs_locks_are_respected(tmp_path: P
     assert stale.returncode == 0, stale.stdout[-3000:] + stale.stderr[-3000:]
     assert (workdir / "results/smoke/data/synthetic.json").exists()
     assert not list(locks.glob("*.lock"))
+
+
+def one_line_error(result) -> str:
+    """The message of the WorkflowError a dry run stopped with (the line after its header)."""
+    lines = (result.stdout + result.stderr).splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("WorkflowError"))
+    return lines[header + 1]
+
+
+@pytest.mark.parametrize(
+    ("data", "named"),
+    [
+        (None, "no data dir: set CRFBENCH_DATA"),
+        ("/nowhere/at/all", "'/nowhere/at/all' ($CRFBENCH_DATA) is not a folder"),
+    ],
+)
+def test_a_dry_run_without_the_data_dir_fails_naming_it(workdir: Path, data: str | None, named: str) -> None:
+    result = snakemake("-n", "--cores", "1", cwd=workdir, env={"CRFBENCH_DATA": data})
+    assert result.returncode != 0
+    assert named in one_line_error(result)
+
+
+def test_a_dry_run_names_a_corpus_folder_missing_from_the_data_dir(workdir: Path, tmp_path: Path) -> None:
+    (tmp_path / "paper").mkdir()
+    (tmp_path / "paper/bcrf_tables.csv").write_text("table\n")
+    result = snakemake(
+        "-n",
+        "--cores",
+        "1",
+        "--configfile",
+        "config/smoke.yaml",
+        cwd=workdir,
+        env={"CRFBENCH_DATA": str(tmp_path)},
+    )
+    assert result.returncode != 0
+    assert one_line_error(result) == (
+        f"dataset conll03-ner-partial: conll2003/ is not in the data dir {tmp_path} ($CRFBENCH_DATA)"
+    )
+
+
+def test_a_dry_run_names_a_missing_pretrained_model_folder(tmp_path: Path) -> None:
+    workdir = copy_workflow(tmp_path)  # no stand-ins for the BERT folders
+    result = snakemake("-n", "--cores", "1", "--configfile", "config/paper.yaml", cwd=workdir)
+    assert result.returncode != 0
+    assert "config: encoders: bert-base: pretrained model 'models/bert-base-cased'" in one_line_error(result)
+
+
+def test_a_dry_run_names_a_device_this_machine_lacks(workdir: Path) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    result = snakemake("-n", "--cores", "1", "--configfile", "config/paper.yaml", cwd=workdir)
+    assert result.returncode != 0
+    assert (
+        one_line_error(result) == "config: device: 'cuda' is not available: this machine has no CUDA device"
+    )
+
+
+def schema_keys(node: dict) -> set[str]:
+    """Every property name of the config schema, at any depth (an experiment's keys included)."""
+    names = set(node.get("properties", {}))
+    for child in [*node.get("properties", {}).values(), node.get("items"), node.get("additionalProperties")]:
+        if isinstance(child, dict) and child:
+            names |= schema_keys(child)
+    return names
+
+
+def test_config_readme_describes_every_config_key() -> None:
+    yaml = pytest.importorskip("yaml")
+    schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
+    readme = (ROOT / "config/README.md").read_text()
+    described = {word for span in re.findall(r"`([^`]+)`", readme) for word in re.findall(r"\w+", span)}
+    missing = sorted(schema_keys(schema) - described)
+    assert not missing, f"config/README.md does not describe {missing}"

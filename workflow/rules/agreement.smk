@@ -3,7 +3,7 @@
 
 rule agreement:
     output:
-        csv=results_file(schema.AGREEMENT_TABLE),
+        csv=report(results_file(schema.AGREEMENT_TABLE), caption="../report/agreement.rst", category="Tables"),
         report=f"{REPORTS}/agreement.md",
     params:
         cli=CRFBENCH,
@@ -11,5 +11,7 @@ rule agreement:
         backends=" ".join(config["agreement"]["backends"]),
     log:
         f"{RESULTS}/logs/agreement.log",
+    resources:
+        **cluster_resources(),
     shell:
-        "{params.cli} agree {params.grid} --backends {params.backends} --csv {output.csv} --report {output.report} > {log} 2>&1"
+        "{params.cli} agree {params.grid} --backends {params.backends} --csv {output.csv} --report {output.report} --overwrite > {log} 2>&1"

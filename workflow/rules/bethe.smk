@@ -11,11 +11,13 @@ rule bethe_cgm:
         beta=BETHE.get("cgm", {}).get("beta", 0),
     log:
         f"{RESULTS}/logs/bethe/cgm.log",
-    threads: workflow.cores
+    threads: alone_threads()
     priority: -1
+    resources:
+        **cluster_resources(exclusive=True),
     shell:
         "{params.cli} bethe cgm --sizes {params.sizes} --trials {params.trials} --beta {params.beta} "
-        "--out {output} > {log} 2>&1"
+        "--out {output} --overwrite > {log} 2>&1"
 
 
 rule bethe_ocr_fold:
@@ -30,6 +32,8 @@ rule bethe_ocr_fold:
     log:
         f"{RESULTS}/logs/bethe/ocr/fold{{fold}}.log",
     threads: 1
+    resources:
+        **cluster_resources(),
     shell:
         "CRFBENCH_DATA={params.data_dir:q} {params.cli} bethe ocr --fold {wildcards.fold} {params.settings} "
         "--out-dir {params.out_dir} > {log} 2>&1"
@@ -47,8 +51,8 @@ rule bethe_ocr:
     log:
         f"{RESULTS}/logs/bethe/ocr.log",
     shell:
-        "({params.cli} aggregate {input.tables} --out {output.table} && "
-        "{params.cli} aggregate {input.words} --out {output.words}) > {log} 2>&1"
+        "({params.cli} aggregate {input.tables} --out {output.table} --overwrite && "
+        "{params.cli} aggregate {input.words} --out {output.words} --overwrite) > {log} 2>&1"
 
 
 rule bethe_citation_run:
@@ -62,6 +66,8 @@ rule bethe_citation_run:
     log:
         f"{RESULTS}/logs/bethe/citation/seed{{seed}}.log",
     threads: 1
+    resources:
+        **cluster_resources(),
     shell:
         "CRFBENCH_DATA={params.data_dir:q} {params.cli} bethe citation --seed {wildcards.seed} "
         "{params.settings} --out-dir {params.out_dir} > {log} 2>&1"
@@ -81,4 +87,4 @@ rule bethe_citation:
         f"{RESULTS}/logs/bethe/citation.log",
     run:
         for name in CITATION_TABLES:
-            shell(f"{{params.cli}} aggregate {{input.{name}}} --out {{output.{name}}} >> {{log}} 2>&1")
+            shell(f"{{params.cli}} aggregate {{input.{name}}} --out {{output.{name}}} --overwrite >> {{log}} 2>&1")

@@ -1,9 +1,11 @@
 # Shared helpers: which runs the config asks for, and each run's settings (RunConfig fields);
 # recovery from an interrupted run and checks of every run's settings before anything runs.
 import fcntl
+import functools
 import json
 import os
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -11,7 +13,10 @@ from snakemake.exceptions import WorkflowError
 
 from crfbench import schema  # every results file's name, relative to the results folder
 from crfbench.cli_args import ALLOW_DIRTY_VARIABLE
-from crfbench.config import RunConfig
+from crfbench.config import RunConfig, check_device_available
+from crfbench.data import citation, ocr
+from crfbench.data.location import ENV_VAR as DATA_VARIABLE
+from crfbench.data.registry import source_folder
 from crfbench.io import write_json  # atomic, as every output of the engine
 from crfbench.objectives import DECODERS, LOSSES
 
@@ -122,6 +127,90 @@ def check_run_settings():
             raise WorkflowError(f"config: {where}: {error}") from None
 
 
+def check_environment():
+    """What the config's jobs need from this machine, checked at parse time so that a dry run fails
+    in one line naming what is missing rather than a job's log later: the data dir and every corpus
+    folder the config reads, the paper's numbers the report reads, the pretrained encoders' model
+    folders, and the device where jobs run here (a run that submits its jobs, ``--jobs`` as the
+    SLURM profile sets, leaves the device to each job: the engine checks it before writing)."""
+    where = data_dir()
+    origin = "the config's data_dir" if config.get("data_dir") else f"${DATA_VARIABLE}"
+    if not where:
+        raise WorkflowError(
+            f"no data dir: set {DATA_VARIABLE} (or the config's data_dir) to the folder holding ud-2.15/ and conll2003/"
+        )
+    if not Path(where).is_dir():
+        raise WorkflowError(f"data dir {where!r} ({origin}) is not a folder")
+    needed = [(source_folder(dataset), f"dataset {dataset}") for dataset in sorted({d for _, d, _, _, _ in runs()})]
+    needed += [(os.path.dirname(ocr.RELATIVE_PATH), "bethe: ocr")] if "ocr" in BETHE else []
+    needed += [(os.path.dirname(citation.FILES["train"]), "bethe: citation")] if "citation" in BETHE else []
+    needed += [(source_folder("conll03-ner"), "newton: train")] if "train" in NEWTON else []
+    for folder, user in needed:
+        if folder and not Path(where, folder).is_dir():
+            raise WorkflowError(f"{user}: {folder}/ is not in the data dir {where} ({origin})")
+    if not Path(paper_tables()).is_file():
+        raise WorkflowError(f"report: the paper's numbers {paper_tables()} are not in the data dir ({origin})")
+    from crfbench.models.config import DEFAULT_PRETRAINED
+    from crfbench.models.pretrained import resolve_pretrained
+
+    for name in sorted({encoder for _, _, encoder, _, _ in runs()}):
+        scorer = config["encoders"].get(name, {}).get("scorer", {})
+        if scorer.get("encoder") == "pretrained":
+            try:
+                resolve_pretrained(scorer.get("pretrained", DEFAULT_PRETRAINED))
+            except (ImportError, ValueError) as error:
+                raise WorkflowError(f"config: encoders: {name}: {error}") from None
+    if not submitting_jobs():
+        try:
+            check_device_available(config["device"])
+        except ValueError as error:
+            raise WorkflowError(f"config: {error}") from None
+
+
+def submitting_jobs():
+    """Whether this run submits its jobs to a cluster or cloud rather than running them here:
+    ``--jobs`` (``nodes``) is set, as the SLURM profile sets it (Snakemake takes a local run's
+    ``--jobs`` as ``--cores``)."""
+    return workflow.resource_settings.nodes is not None
+
+
+def alone_threads():
+    """The threads of a job that must run alone (timing): every core of a local run, so that
+    nothing runs beside it; 1 where jobs are submitted, each such job getting a node of its own
+    (``cluster_resources(exclusive=True)``). A command that runs no job (``--report``, ``--lint``)
+    may give no ``--cores``: then 1."""
+    if submitting_jobs():
+        return 1
+    try:
+        return workflow.cores
+    except WorkflowError:
+        return 1
+
+
+CLUSTER = config.get("cluster", {})
+
+
+def cluster_resources(gpu=False, exclusive=False):
+    """A job's SLURM resources (snakemake-executor-plugin-slurm reads them; a local run ignores
+    them), from the config's ``cluster`` section (none without it): the GPU partition for a job
+    that asks for GPUs (``gpu`` and ``gpus_per_job`` > 0), the CPU partition otherwise, the account,
+    and a node of its own for a timing job (``exclusive``)."""
+    if not CLUSTER:
+        return {}
+    uses_gpu = gpu and config["gpus_per_job"] > 0
+    resources = {"slurm_partition": CLUSTER["gpu_partition" if uses_gpu else "cpu_partition"]}
+    if CLUSTER.get("account"):
+        resources["slurm_account"] = CLUSTER["account"]
+    if exclusive:
+        resources["slurm_extra"] = "--exclusive"
+    return resources
+
+
+def paper_tables():
+    """The paper's numbers (the BCRF paper's tables) that the report sets beside ours."""
+    return os.path.join(data_dir(), "paper", "bcrf_tables.csv")
+
+
 def evaluation_decoders(loss):
     """The decoders that evaluate a model trained with ``loss``: those of the config, less any
     that ``decoded_losses`` keeps to other losses."""
@@ -163,6 +252,60 @@ def device_timing_files():
     <encoder>/timing.csv, written by benchmarks/gpu_session.sh): joined to this run's timing table
     so that Tables 2-3 and the claim ledger show them beside the CPU rows."""
     return sorted(str(path) for path in Path(RESULTS).glob(schema.DEVICE_TIMING_FILES))
+
+
+@functools.cache
+def changed_reference_files():
+    """The paths under the results and reports folders that differ from the commit (changed,
+    deleted or new: ``git status``), or None outside a git checkout."""
+    try:
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "-z", "--untracked-files=all", "--", RESULTS, REPORTS],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if status.returncode != 0:
+        return None
+    return {entry[3:] for entry in status.stdout.split("\0") if len(entry) > 3}
+
+
+@functools.cache
+def reference_as_checked_out():
+    """Whether this checkout holds the committed reference run just as git wrote it: nothing under
+    the results and reports folders differs from the commit, Snakemake has recorded no job here
+    (``.snakemake/metadata`` is empty) and no rerun is forced. Evaluated when the DAG is built, once
+    the forcing options are known."""
+    forced = workflow.dag_settings
+    if forced is None or forced.forceall or forced.forcetargets or forced.forcerun:
+        return False
+    if any(path.is_file() for path in Path(".snakemake/metadata").rglob("*")):
+        return False
+    return changed_reference_files() == set()
+
+
+def reference(paths, made_by_a_rule=True):
+    """An input function of committed files ``paths`` (a path or a list) for a rule whose outputs
+    are committed too. A clone's timestamps are the order git happened to write its files in, so
+    comparing them would rerun the report (or the scaling or timing table) of a fresh clone at
+    random: such inputs are ancient (their timestamps ignored) while they are as committed. A file
+    that a rule makes is ancient only while ``reference_as_checked_out()``, since an ancient input
+    never reruns its rule when the job making it reruns; one that no rule makes (asv's results, the
+    GPU timing tables) while git reports it unchanged. Snakemake 9's timestamp test cannot be
+    switched off otherwise (``--rerun-triggers`` leaves it on)."""
+
+    def as_committed(path):
+        if made_by_a_rule:
+            return reference_as_checked_out()
+        changed = changed_reference_files()
+        return changed is not None and os.path.normpath(path) not in changed
+
+    if isinstance(paths, str):
+        return lambda wildcards: ancient(paths) if as_committed(paths) else paths
+    paths = list(paths)
+    return lambda wildcards: [ancient(path) if as_committed(path) else path for path in paths]
 
 
 RUN_DIR = f"{RESULTS}/{schema.RUN_DIR}"

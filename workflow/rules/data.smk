@@ -10,5 +10,7 @@ rule prepare_data:
         data_dir=data_dir(),
     log:
         f"{RESULTS}/logs/data/{{dataset}}.log",
+    resources:
+        **cluster_resources(),
     shell:
         "CRFBENCH_DATA={params.data_dir:q} {params.cli} data {wildcards.dataset} --out {output} > {log} 2>&1"

@@ -16,9 +16,12 @@ rule evaluate:
         splits=" ".join(config["splits"]),
     log:
         f"{RESULTS}/logs/evaluate/{{dataset}}/{{encoder}}/{{loss}}/{{seed}}.log",
+    benchmark:
+        f"{RESULTS}/logs/benchmarks/evaluate/{{dataset}}/{{encoder}}/{{loss}}/{{seed}}.tsv"
     threads: config["threads"]
     resources:
         gpu=config["gpus_per_job"],
+        **cluster_resources(gpu=True),
     shell:
         "CRFBENCH_DATA={params.data_dir:q} {params.cli} evaluate --run-dir {params.run_dir} "
         "--decoders {params.decoders} --splits {params.splits} --no-progress > {log} 2>&1"

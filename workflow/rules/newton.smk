@@ -12,11 +12,13 @@ rule newton_train:
         settings=set_arguments(NEWTON.get("train", {}).get("settings", {})),
     log:
         f"{RESULTS}/logs/newton/train.log",
-    threads: workflow.cores
+    threads: alone_threads()
     priority: -1
+    resources:
+        **cluster_resources(exclusive=True),
     shell:
         "CRFBENCH_DATA={params.data_dir:q} {params.cli} newton train {params.settings} "
-        "--out-dir {params.out_dir} > {log} 2>&1"
+        "--out-dir {params.out_dir} --overwrite > {log} 2>&1"
 
 
 rule newton_cost:
@@ -27,7 +29,9 @@ rule newton_cost:
         options=" ".join(f"--{name} {value}" for name, value in canonical(NEWTON.get("cost", {})).items()),
     log:
         f"{RESULTS}/logs/newton/cost.log",
-    threads: workflow.cores
+    threads: alone_threads()
     priority: -1
+    resources:
+        **cluster_resources(exclusive=True),
     shell:
-        "{params.cli} newton cost {params.options} --out {output} > {log} 2>&1"
+        "{params.cli} newton cost {params.options} --out {output} --overwrite > {log} 2>&1"

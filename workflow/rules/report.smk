@@ -4,13 +4,13 @@ rule aggregate_metrics:
     input:
         run_files(schema.EVALUATION_FILE),
     output:
-        results_file(schema.METRICS_TABLE),
+        report(results_file(schema.METRICS_TABLE), caption="../report/metrics.rst", category="Tables"),
     params:
         cli=CRFBENCH,
     log:
         f"{RESULTS}/logs/aggregate_metrics.log",
     shell:
-        "{params.cli} aggregate {input} --out {output} > {log} 2>&1"
+        "{params.cli} aggregate {input} --out {output} --overwrite > {log} 2>&1"
 
 
 rule aggregate_sentences:
@@ -23,20 +23,20 @@ rule aggregate_sentences:
     log:
         f"{RESULTS}/logs/aggregate_sentences.log",
     shell:
-        "{params.cli} aggregate {input} --out {output} > {log} 2>&1"
+        "{params.cli} aggregate {input} --out {output} --overwrite > {log} 2>&1"
 
 
 rule aggregate_curves:
     input:
         run_files(schema.SUMMARY_FILE),
     output:
-        results_file(schema.CURVES_TABLE),
+        report(results_file(schema.CURVES_TABLE), caption="../report/curves.rst", category="Tables"),
     params:
         cli=CRFBENCH,
     log:
         f"{RESULTS}/logs/aggregate_curves.log",
     shell:
-        "{params.cli} aggregate {input} --out {output} > {log} 2>&1"
+        "{params.cli} aggregate {input} --out {output} --overwrite > {log} 2>&1"
 
 
 rule aggregate_datasets:
@@ -52,21 +52,21 @@ rule aggregate_datasets:
     log:
         f"{RESULTS}/logs/aggregate_datasets.log",
     shell:
-        "{params.cli} aggregate {params.configs} --out {output} > {log} 2>&1"
+        "{params.cli} aggregate {params.configs} --out {output} --overwrite > {log} 2>&1"
 
 
 rule aggregate_timing:
     input:
-        [os.path.join(TIMING_DIR.format(dataset=d, encoder=e), schema.TIMING_FILE) for _, d, e in timed()]
-        + device_timing_files(),
+        [os.path.join(TIMING_DIR.format(dataset=d, encoder=e), schema.TIMING_FILE) for _, d, e in timed()],
+        reference(device_timing_files(), made_by_a_rule=False),
     output:
-        results_file(schema.TIMING_TABLE),
+        report(results_file(schema.TIMING_TABLE), caption="../report/timing.rst", category="Tables"),
     params:
         cli=CRFBENCH,
     log:
         f"{RESULTS}/logs/aggregate_timing.log",
     shell:
-        "{params.cli} aggregate {input} --out {output} > {log} 2>&1"
+        "{params.cli} aggregate {input} --out {output} --overwrite > {log} 2>&1"
 
 
 rule report:
@@ -74,32 +74,40 @@ rule report:
     # alone whenever its file exists, and the committed reference run showed a first profile's notes
     # for many runs after (2 seeds where the profile trains 3).
     input:
-        metrics=results_file(schema.METRICS_TABLE),
-        sentences=results_file(schema.SENTENCES_TABLE),
-        curves=results_file(schema.CURVES_TABLE),
-        datasets=results_file(schema.DATASETS_TABLE),
-        sweep=lambda w: [rules.aggregate_sweep.output[0]] if swept() else [],
-        timing=results_file(schema.TIMING_TABLE),
-        agreement=results_file(schema.AGREEMENT_TABLE),
-        scaling=lambda w: [rules.scaling_table.output[0]] if asv_result_files() else [],
-        bethe=bethe_tables(),
-        newton=newton_tables(),
-        tree_solvers=tree_solver_tables(),
+        metrics=reference(results_file(schema.METRICS_TABLE)),
+        sentences=reference(results_file(schema.SENTENCES_TABLE)),
+        curves=reference(results_file(schema.CURVES_TABLE)),
+        datasets=reference(results_file(schema.DATASETS_TABLE)),
+        sweep=reference([rules.aggregate_sweep.output[0]] if swept() else []),
+        timing=reference(results_file(schema.TIMING_TABLE)),
+        agreement=reference(results_file(schema.AGREEMENT_TABLE)),
+        scaling=reference([rules.scaling_table.output[0]] if asv_result_files() else []),
+        bethe=reference(bethe_tables()),
+        newton=reference(newton_tables()),
+        tree_solvers=reference(tree_solver_tables()),
     output:
-        f"{REPORTS}/index.html",
+        report(f"{REPORTS}/index.html", caption="../report/index.rst", category="Report"),
         f"{REPORTS}/README.md",
         notes=results_file(schema.REPORT_NOTES),
+        figures=report(
+            directory(f"{REPORTS}/figures"), patterns=["{name}.png"], caption="../report/figures.rst", category="Figures"
+        ),
+        tables=report(
+            directory(f"{REPORTS}/tables"), patterns=["{name}.md"], caption="../report/tables.rst", category="Tables"
+        ),
     params:
         cli=CRFBENCH,
-        paper=lambda w: os.path.join(data_dir(), "paper", "bcrf_tables.csv"),
+        paper=lambda w: paper_tables(),
         results=lambda w, input: os.path.dirname(input.metrics),
         reports=lambda w, output: os.path.dirname(output[0]),
         notes={"profile": config.get("profile", ""), "notes": config["notes"]},
     log:
         f"{RESULTS}/logs/report.log",
+    resources:
+        **cluster_resources(),
     run:
         write_json(output.notes, params.notes)
         shell(
             "{params.cli} report --results {params.results} --paper {params.paper:q} --notes {output.notes} "
-            "--out {params.reports} > {log} 2>&1"
+            "--out {params.reports} --overwrite > {log} 2>&1"
         )

@@ -3,23 +3,23 @@
 # the full history published into reports/asv/. Nothing here runs a benchmark.
 rule scaling_table:
     input:
-        asv_result_files(),
-        catalogue=f"{ASV_RESULTS}/benchmarks.json",
+        reference(asv_result_files(), made_by_a_rule=False),
+        catalogue=reference(f"{ASV_RESULTS}/benchmarks.json", made_by_a_rule=False),
     output:
-        results_file(schema.SCALING_TABLE),
+        report(results_file(schema.SCALING_TABLE), caption="../report/scaling.rst", category="Tables"),
     params:
         cli=CRFBENCH,
         asv=lambda w, input: os.path.dirname(input.catalogue),
     log:
         f"{RESULTS}/logs/scaling_table.log",
     shell:
-        "{params.cli} scaling --asv {params.asv} --out {output} > {log} 2>&1"
+        "{params.cli} scaling --asv {params.asv} --out {output} --overwrite > {log} 2>&1"
 
 
 rule asv_html:
     input:
-        asv_result_files(),
-        catalogue=f"{ASV_RESULTS}/benchmarks.json",
+        reference(asv_result_files(), made_by_a_rule=False),
+        catalogue=reference(f"{ASV_RESULTS}/benchmarks.json", made_by_a_rule=False),
     output:
         directory(f"{REPORTS}/asv"),
     params:

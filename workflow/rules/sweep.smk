@@ -17,6 +17,7 @@ rule sweep:
     threads: config["threads"]
     resources:
         gpu=config["gpus_per_job"],
+        **cluster_resources(gpu=True),
     shell:
         "CRFBENCH_DATA={params.data_dir:q} {params.cli} sweep --run-dir {params.run_dir} {params.limit} "
         "--no-progress > {log} 2>&1"
@@ -31,10 +32,10 @@ rule aggregate_sweep:
             for d, e in swept()
         ],
     output:
-        results_file(schema.SWEEP_TABLE),
+        report(results_file(schema.SWEEP_TABLE), caption="../report/sweep.rst", category="Tables"),
     params:
         cli=CRFBENCH,
     log:
         f"{RESULTS}/logs/aggregate_sweep.log",
     shell:
-        "{params.cli} aggregate {input} --out {output} > {log} 2>&1"
+        "{params.cli} aggregate {input} --out {output} --overwrite > {log} 2>&1"

@@ -35,10 +35,13 @@ rule time:
         weights=lambda w: " ".join(f"--weights {run}" for run in timing_network(w.dataset, w.encoder)),
     log:
         f"{RESULTS}/logs/timing/{{dataset}}/{{encoder}}.log",
-    threads: workflow.cores
+    benchmark:
+        f"{RESULTS}/logs/benchmarks/timing/{{dataset}}/{{encoder}}.tsv"
+    threads: alone_threads()
     priority: -1
     resources:
         gpu=config["gpus_per_job"],
+        **cluster_resources(gpu=True, exclusive=True),
     shell:
         "CRFBENCH_DATA={params.data_dir:q} {params.cli} time --config {input.settings} --run-dir {params.run_dir} "
         "--decoders {params.decoders} --batches {params.batches} --rounds {params.rounds} "

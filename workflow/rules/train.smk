@@ -27,9 +27,12 @@ rule train:
         data_dir=data_dir(),
     log:
         f"{RESULTS}/logs/train/{{dataset}}/{{encoder}}/{{loss}}/{{seed}}.log",
+    benchmark:
+        f"{RESULTS}/logs/benchmarks/train/{{dataset}}/{{encoder}}/{{loss}}/{{seed}}.tsv"
     threads: config["threads"]
     resources:
         gpu=config["gpus_per_job"],
+        **cluster_resources(gpu=True),
     shell:
         "CRFBENCH_DATA={params.data_dir:q} {params.cli} train --config {input.settings} "
         "--run-dir {params.run_dir} --restart-if-changed --no-progress > {log} 2>&1"

@@ -14,5 +14,5 @@ rule tree_solvers:
     threads: workflow.cores
     priority: -1
     shell:
-        "{params.cli} sparsemap trees {params.options} --out {output} > {log} 2>&1"
+        "{params.cli} sparsemap trees {params.options} --out {output} --overwrite > {log} 2>&1"
 
