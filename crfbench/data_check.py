@@ -268,6 +268,8 @@ def run_command(
 
     root = resolve_data_dir(data_dir)
     configs = profiles or sorted(CONFIG_DIR.glob("*.yaml"))
+    if not configs:
+        raise ValueError(f"no profiles in {CONFIG_DIR}: name them with --profile FILE...")
     datasets = list(dict.fromkeys(name for config in configs for name in profile_datasets(Path(config))))
     report = check(root, datasets, quick=quick)
     if command == "fetch":
