@@ -131,3 +131,9 @@ def test_profile_datasets_reads_experiments_and_studies(tmp_path: Path):
     profile = tmp_path / "p.yaml"
     profile.write_text("experiments:\n  - {datasets: [ud-pos-en, conll03-ner]}\nbethe: {}\nnewton: {}\n")
     assert data_check.profile_datasets(profile) == ["ud-pos-en", "conll03-ner", "bethe-ocr", "bethe-citation"]
+
+
+def test_no_profile_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(data_check, "CONFIG_DIR", tmp_path)
+    with pytest.raises(ValueError, match="name them with --profile"):
+        data_check.run_command("check", str(tmp_path), None)
