@@ -19,7 +19,7 @@
 # of the asv stage, each run in that order where named: a session that follows one which measured
 # torch's grid can go straight to JAX's with PARTS="jax roofline jax-loss".
 set -uo pipefail
-MACHINE=${1:?machine name, e.g. nvidia-h200}
+MACHINE=${1:?machine name, e.g. nvidia-h200: the device's name in results/asv/ and the nightly workflow}
 BUDGET=${2:?wall-clock seconds}
 COMMIT=${3:?the commit checked out}
 START=$(date +%s)
@@ -125,6 +125,9 @@ asv_run() {  # asv_run REGEX [JAX_PLATFORMS]
     JAX_PLATFORMS=${2:-} timeout $(($(left) - 10)) python3 -m asv run --python=same \
         --set-commit-hash "$COMMIT" --machine "$MACHINE" --bench "$1" >> "$OUT/asv.log" 2>&1
     echo "asv exit $?; $(grep -c ' ok$' "$OUT/asv.log") ok, $(grep -c 'failed' "$OUT/asv.log") failed so far"
+    # the machine's one history: environment py<X.Y>, as the nightly's runs (crfbench.asv_history)
+    [ -d "results/asv/$MACHINE" ] && python3 -m crfbench.asv_history results/asv --machine "$MACHINE" \
+        --python "$(python3 -c 'import sys; print(*sys.version_info[:2], sep=".")')"
     pack
 }
 chunk() {  # chunk BACKEND CLASS_REGEX METHOD_REGEX LENGTH_REGEX TAGS_REGEX [JAX_PLATFORMS]

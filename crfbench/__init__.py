@@ -12,7 +12,8 @@ It reaches inference through ``implementations.get(method, backend)`` and the co
   (decoding over iteration counts) and ``timing``.
 - Checks and measurements: ``metrics`` (task scores, constraint violations), ``agreement``
   (backends against each other and the oracles), ``asv_results`` (the asv suite's results as
-  ``results/scaling.csv``).
+  ``results/scaling.csv``), ``asv_history`` (one asv history per machine), ``data_check`` (the
+  data folder's state, fetching the public corpora).
 - Results: ``aggregate`` (per-run outputs gathered into the results tables), ``schema`` (columns
   of the compact tables), ``report`` (the paper's tables, figures and claim ledger from them).
 - Plumbing: ``cli`` (``python -m crfbench <command>``), ``io`` (atomic writes, one-line input

@@ -149,6 +149,12 @@ def _scaling(args: argparse.Namespace) -> int:
 
 
 def _data(args: argparse.Namespace) -> int:
+    if args.name in ("check", "fetch"):
+        from .data_check import run_command
+
+        return run_command(args.name, args.data_dir, args.profile, args.quick, args.ud_archive)
+    if args.out is None:
+        raise ValueError(f"data {args.name}: --out is required (the JSON file of the dataset's facts)")
     from . import data
     from .experiment import data_directory
     from .io import write_json
@@ -317,10 +323,19 @@ def parser() -> argparse.ArgumentParser:
     add_allow_dirty_argument(timing)
     timing.set_defaults(handler=_time)
 
-    facts = commands.add_parser("data", help="check a dataset's files and write its facts (sizes, protocol)")
-    facts.add_argument("name", help="dataset name (see crfbench.data.DATASETS)")
+    facts = commands.add_parser(
+        "data",
+        help="check a dataset's files and write its facts (sizes, protocol); `data check`: the data "
+        "folder's state for the profiles' datasets; `data fetch`: download the public corpora",
+    )
+    facts.add_argument("name", help="dataset name (see crfbench.data.DATASETS), or check, or fetch")
     facts.add_argument("--data-dir", help="corpus folder (default: $CRFBENCH_DATA)")
-    facts.add_argument("--out", type=output_file, required=True, help="JSON file to write")
+    facts.add_argument("--out", type=output_file, help="JSON file to write (a dataset name's facts)")
+    facts.add_argument(
+        "--profile", type=input_file, nargs="+", help="check/fetch: profiles (default: config/*.yaml)"
+    )
+    facts.add_argument("--quick", action="store_true", help="check: hash nothing not hashed before")
+    facts.add_argument("--ud-archive", help="fetch: UD 2.15's archive, a URL or a local file")
     facts.set_defaults(handler=_data)
 
     about = (

@@ -197,7 +197,9 @@ scores.
 
 ## Checks beyond the contract
 
-Scores must be float32 or float64 (half precision is refused, naming the argument: log-space sums
+Arrays must be the backend's: a NumPy array or a list given to torch, or a torch tensor given to
+JAX, is a one-line `TypeError` naming the argument and the type expected (JAX also takes NumPy
+arrays). Scores must be float32 or float64 (half precision is refused, naming the argument: log-space sums
 lose every digit there; convert with `.float()`); an empty batch (B = 0) gives empty results;
 `loss`, `partial_loss` and `log_partition` are twice differentiable in both backends (gradient
 penalties, Hessian-vector products; SparseMAP's second derivatives are checked against finite
@@ -209,7 +211,12 @@ differences in float64).
 function is `jax.jit`-able with its options static, e.g.
 `jax.jit(m.loss, static_argnames=("iterations", "temperature", "gradient"))`. Under `jit` the
 checks on values (NaN, lengths, feasibility) cannot run and are skipped; shapes are still checked
-when tracing. Sequential loops are `lax.scan`, BCRF's Danskin gradient is a `custom_vjp`, and
+when tracing. The checked mode stages NaN and +inf scores and lengths outside `1..N` into the
+program as `jax.experimental.checkify` checks: `f = jax.jit(checked(m.marginals))` (`from
+implementations.jax_backend.checked import checked`) returns `(error, result)`, and
+`error.throw()` raises `checkify.JaxRuntimeError` with the contract's message (`lengths must
+satisfy 1 <= lengths[b] <= N = 5; lengths[1] = 9`); wrap the function before jitting it.
+Sequential loops are `lax.scan`, BCRF's Danskin gradient is a `custom_vjp`, and
 float64 needs `jax.config.update("jax_enable_x64", True)`.
 
 Where the paper is silent, the choice is an option and documented in the docstring (BCRF's loss,

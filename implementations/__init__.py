@@ -26,7 +26,10 @@ BACKENDS: tuple[str, ...] = ("torch", "jax")
 
 _PACKAGES = {"torch": "implementations.torch_backend", "jax": "implementations.jax_backend"}
 _NEEDS = {  # the framework each backend imports, and how to install it
-    "torch": ("torch", "pip install 'torch==2.13.0'"),
+    "torch": (
+        "torch",
+        "pip install torch --index-url https://download.pytorch.org/whl/cpu (or your CUDA build)",
+    ),
     "jax": ("jax", "pip install 'crfbench[jax]'"),
 }
 

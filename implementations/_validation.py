@@ -33,6 +33,9 @@ class Checks:
     traced: Callable[..., bool] = lambda *arrays: False
     #: what the shape and dtype checks see of an abstract array (``fill``: a passing integer value)
     stand_in: Callable[..., Any] = lambda x, fill=0: x
+    #: the value checks of abstract arrays, staged into the traced program where the backend can
+    #: (jax: ``jax_backend.checked``): ``(scores by name, lengths, N)``
+    traced_values: Callable[..., None] = lambda scores, lengths, length: None
 
     def functions(self) -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]:
         """``check_scores``, ``check_gold`` and ``check_partial``, what a backend's ``_validate`` holds."""
@@ -52,7 +55,10 @@ class Checks:
         """Validate the scores; every sequence must allow at least one tag sequence."""
         if self.traced(emissions, transitions, lengths, start, end):  # shapes and dtypes only
             stand_ins = (self.stand_in(emissions), self.stand_in(transitions), self.stand_in(lengths, 1))
-            return contract.check_scores(*stand_ins, self.stand_in(start), self.stand_in(end))
+            shape = contract.check_scores(*stand_ins, self.stand_in(start), self.stand_in(end))
+            scores = {"emissions": emissions, "transitions": transitions, "start": start, "end": end}
+            self.traced_values(scores, lengths, shape.length)
+            return shape
         shape = contract.check_scores(emissions, transitions, lengths, start, end)
         problem = "allow no tag sequence (every path has score -inf)"
         self._feasible(emissions, transitions, lengths, start, end, problem)

@@ -10,6 +10,7 @@ are computed by the backend and reported through :func:`raise_for_rows`.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -198,3 +199,32 @@ def raise_for_rows(bad_rows: Array, problem: str) -> None:
     if rows.size:
         shown = ", ".join(str(int(r)) for r in rows[:10]) + (" ..." if rows.size > 10 else "")
         raise ValueError(f"sequence(s) {shown} {problem}")
+
+
+#: What each backend takes, for the one-line TypeError of :func:`check_array_types`.
+_EXPECTED_TYPE = {
+    "torch": "a torch.Tensor (torch.as_tensor(x))",
+    "jax": "a jax.Array or NumPy array (jnp.asarray(x))",
+}
+
+
+def _is_backend_array(backend: str, x: Array) -> bool:
+    """Whether ``x`` is an array ``backend`` computes on: torch a ``torch.Tensor``; JAX a
+    ``jax.Array`` (tracers included) or a NumPy array, never a torch tensor or a Python list."""
+    torch = sys.modules.get("torch")
+    is_tensor = torch is not None and isinstance(x, torch.Tensor)
+    if backend == "torch":
+        return is_tensor
+    jax = sys.modules.get("jax")
+    return not is_tensor and (isinstance(x, np.ndarray) or (jax is not None and isinstance(x, jax.Array)))
+
+
+def check_array_types(backend: str, arrays: dict[str, Array]) -> None:
+    """Refuse (one-line ``TypeError`` naming the argument) an array of another framework or a
+    Python list given to ``backend``; ``None`` (an absent ``start``/``end``) passes."""
+    for name, x in arrays.items():
+        if x is not None and not _is_backend_array(backend, x):
+            raise TypeError(
+                f"{name} must be {_EXPECTED_TYPE[backend]} for the {backend} backend, "
+                f"got {type(x).__module__}.{type(x).__qualname__}"
+            )

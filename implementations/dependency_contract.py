@@ -34,6 +34,9 @@ def check_scores(scores: Array, lengths: Array) -> int:
     if dtype_kind(lengths) not in "iu":
         raise ValueError(f"lengths must be an integer array, got dtype {lengths.dtype}")
     if ops.of(scores).traced(scores, lengths):
+        from .jax_backend.checked import check_traced  # only a jax array is ever traced
+
+        check_traced({"scores": scores}, lengths, words)
         return words
     host = to_numpy(scores)
     if np.isnan(host).any():

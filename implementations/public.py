@@ -16,6 +16,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any, Protocol
 
+from .contract import check_array_types
 from .registry import Method
 
 #: The validation each function runs, and the extra argument it takes after ``lengths``.
@@ -90,19 +91,21 @@ class BoundMethod:
 
     def __init__(self, method: Method, backend: str, kernels: ModuleType, checks: ModuleType):
         self.method, self.backend = method, backend
-        self.marginals = _public(method, "marginals", kernels.marginals, checks)
-        self.decode = _public(method, "decode", kernels.decode, checks)
-        self.log_partition = _public(method, "log_partition", kernels.log_partition, checks)
-        self.loss = _public(method, "loss", kernels.loss, checks)
-        self.partial_loss = _public(method, "partial_loss", kernels.partial_loss, checks)
+        self.marginals = _public(method, backend, "marginals", kernels.marginals, checks)
+        self.decode = _public(method, backend, "decode", kernels.decode, checks)
+        self.log_partition = _public(method, backend, "log_partition", kernels.log_partition, checks)
+        self.loss = _public(method, backend, "loss", kernels.loss, checks)
+        self.partial_loss = _public(method, backend, "partial_loss", kernels.partial_loss, checks)
         if method.iterative:
-            self.solve = _public(method, "solve", kernels.solve, checks)
+            self.solve = _public(method, backend, "solve", kernels.solve, checks)
 
     def __repr__(self) -> str:
         return f"<{self.method.name} ({self.backend}): {', '.join(self.method.functions)}>"
 
 
-def _public(method: Method, function: str, kernel: Callable[..., Any], checks: ModuleType) -> Any:
+def _public(
+    method: Method, backend: str, function: str, kernel: Callable[..., Any], checks: ModuleType
+) -> Any:
     check_name, target = _CHECKS[function]
     check = getattr(checks, check_name)
     resolve = method.resolve
@@ -110,6 +113,8 @@ def _public(method: Method, function: str, kernel: Callable[..., Any], checks: M
     def of_scores(emissions, transitions, lengths, *, start=None, end=None, validate=True, **options):
         options = resolve(function, options)
         if validate:
+            arrays = {"emissions": emissions, "transitions": transitions, "lengths": lengths}
+            check_array_types(backend, arrays | {"start": start, "end": end})
             check(emissions, transitions, lengths, start, end)
         return kernel(emissions, transitions, lengths, start, end, **options)
 
@@ -122,6 +127,8 @@ def _public(method: Method, function: str, kernel: Callable[..., Any], checks: M
             extra = options.pop(target)
         options = resolve(function, options)
         if validate:
+            arrays = {"emissions": emissions, "transitions": transitions, "lengths": lengths, target: extra}
+            check_array_types(backend, arrays | {"start": start, "end": end})
             check(emissions, transitions, lengths, extra, start, end)
         return kernel(emissions, transitions, lengths, extra, start, end, **options)
 
@@ -186,29 +193,34 @@ class DependencyBound:
 
     def __init__(self, method: Method, backend: str, kernels: ModuleType, checks: ModuleType):
         self.method, self.backend = method, backend
-        self.marginals = _tree_public(method, "marginals", kernels.marginals, checks.check_scores)
-        self.decode = _tree_public(method, "decode", kernels.decode, checks.check_scores)
-        self.log_partition = _tree_public(method, "log_partition", kernels.log_partition, checks.check_scores)
-        self.loss = _tree_public(method, "loss", kernels.loss, checks.check_gold)
+        scores, gold = checks.check_scores, checks.check_gold
+        self.marginals = _tree_public(method, backend, "marginals", kernels.marginals, scores)
+        self.decode = _tree_public(method, backend, "decode", kernels.decode, scores)
+        self.log_partition = _tree_public(method, backend, "log_partition", kernels.log_partition, scores)
+        self.loss = _tree_public(method, backend, "loss", kernels.loss, gold)
         if method.iterative:
-            self.solve = _tree_public(method, "solve", kernels.solve, checks.check_scores)
+            self.solve = _tree_public(method, backend, "solve", kernels.solve, scores)
 
     def __repr__(self) -> str:
         return f"<{self.method.name} ({self.backend}): {', '.join(self.method.functions)}>"
 
 
-def _tree_public(method: Method, function: str, kernel: Callable[..., Any], check: Callable[..., Any]) -> Any:
+def _tree_public(
+    method: Method, backend: str, function: str, kernel: Callable[..., Any], check: Callable[..., Any]
+) -> Any:
     resolve = method.resolve
 
     def of_scores(scores, lengths, *, validate=True, **options):
         options = resolve(function, options)
         if validate:
+            check_array_types(backend, {"scores": scores, "lengths": lengths})
             check(scores, lengths)
         return kernel(scores, lengths, **options)
 
     def of_heads(scores, lengths, heads, *, validate=True, **options):
         options = resolve(function, options)
         if validate:
+            check_array_types(backend, {"scores": scores, "lengths": lengths, "heads": heads})
             check(scores, lengths, heads)
         return kernel(scores, lengths, heads, **options)
 

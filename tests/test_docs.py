@@ -16,14 +16,21 @@ README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 
 #: The README's two set-up commands, byte for byte (the main job and the test suite).
+#: Torch's CPU build first: a local wheel on our machines, else the CPU wheel index.
+TORCH = (
+    '{ .venv/bin/pip install "torch==2.13.0+cpu" || .venv/bin/pip install "torch==2.13.0+cpu" '
+    "--index-url https://download.pytorch.org/whl/cpu; } && "
+)
 MAIN_JOB = (
-    'python3.11 -m venv .venv && .venv/bin/pip install "torch==2.13.0+cpu" -e ".[pipeline]" && '
+    f"python3.11 -m venv .venv && {TORCH}"
+    '.venv/bin/pip install -c requirements/reference.txt -e ".[pipeline]" && '
     "CRFBENCH_DATA=../shared/data .venv/bin/snakemake --cores 2 --forcerun train time agreement "
     "bethe_cgm bethe_ocr_fold bethe_citation_run newton_train newton_cost"
 )
 TESTS = (
-    'python3.11 -m venv .venv && .venv/bin/pip install "torch==2.13.0+cpu" '
-    '-e ".[dev,peers,pipeline,cluster]" && .venv/bin/python -m pytest'
+    f"python3.11 -m venv .venv && {TORCH}"
+    '.venv/bin/pip install -c requirements/reference.txt -e ".[dev,pipeline,cluster,pretrained]" && '
+    ".venv/bin/python -m pytest"
 )
 
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")

@@ -3,8 +3,10 @@
 Under tracing (``jax.jit``, ``jax.grad``, ``jax.vmap``, ...) values are unknown: when any argument
 is a ``jax.core.Tracer`` only the shape and dtype checks run (the same messages, from
 ``contract``), and the value checks (NaN or +inf, lengths in range, tags in range, feasibility,
-a gold sequence with score -inf) are skipped. Validate concrete arrays outside the transformed
-function to get them all; ``validate=False`` skips every check, traced or not.
+a gold sequence with score -inf) are skipped, unless the function is wrapped in
+``jax_backend.checked``, which stages NaN, +inf and the lengths' range as checkify checks.
+Validate concrete arrays outside the transformed function to get them all; ``validate=False``
+skips every check, traced or not.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from jax import Array
 from .. import contract
 from .._validation import Checks
 from . import _chain, _scores, ops
+from .checked import check_traced
 
 
 class _Abstract:
@@ -47,4 +50,6 @@ def _abstract(x: Array | None, fill: int = 0) -> _Abstract | np.ndarray | None:
     return np.full(x.shape, fill, dtype=x.dtype)
 
 
-check_scores, check_gold, check_partial = Checks(_chain, _scores, ops, _traced, _abstract).functions()
+check_scores, check_gold, check_partial = Checks(
+    _chain, _scores, ops, _traced, _abstract, check_traced
+).functions()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -72,6 +73,7 @@ def test_the_gpu_session_runs_end_to_end_on_a_cpu(tmp_path: Path) -> None:
 
     results = [path for path in (back / "asv" / MACHINE).glob("*.json") if path.name != "machine.json"]
     assert [path.name[:8] for path in results] == [commit[:8]], done.stdout[-3000:]
+    assert re.fullmatch(r"[0-9a-f]{8}-py3\.\d+\.json", results[0].name)  # crfbench.asv_history's name
     measured = json.loads(results[0].read_text())["results"]
     assert {"bench_crossover.Crossover.time_crossover", "bench_inference.Marginals.time_marginals"} <= set(
         measured
