@@ -34,7 +34,7 @@ from ..batching import length_sorted_batches, select
 from ..data.types import Sentence
 from ..io import CorruptFileError, check_fields, load_torch, save_torch
 from .config import ScorerConfig
-from .pretrained import PretrainedEncoder, load_pretrained, resolve_pretrained
+from .pretrained import PretrainedEncoder, first_subwords, load_pretrained, resolve_pretrained
 
 CACHE_VARIABLE = "CRFBENCH_FEATURES"
 """The environment variable naming the cache folder when the scorer's ``feature_cache`` is null."""
@@ -98,11 +98,8 @@ def pool_words(hidden: Tensor, words: Sequence[int], pooling: str) -> Tensor:
     if not bool(real.any()):
         raise ValueError("pool_words: no subword belongs to a word")
     count = int(index.max()) + 1
-    if pooling == "first":
-        positions = torch.arange(len(words))
-        first = torch.full((count,), len(words), dtype=torch.long)
-        first = first.scatter_reduce(0, index[real], positions[real], reduce="amin")
-        return hidden[first]
+    if pooling == "first":  # the fine-tuning encoder's choice, by the same function
+        return hidden[first_subwords(words)]
     if pooling == "mean":
         summed = torch.zeros((count, *hidden.shape[1:]), dtype=hidden.dtype)
         summed.index_add_(0, index[real], hidden[real])
