@@ -72,6 +72,31 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _features(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from . import environment
+    from .experiment import load_dataset
+    from .models.features import FeatureStore, timed_prepare
+
+    config = _config(args)
+    if config.scorer.encoder != "frozen":
+        raise ValueError(
+            f"scorer.encoder: features are cached for 'frozen' only, not {config.scorer.encoder!r}"
+        )
+    environment.set_threads(config.threads)
+    dataset = load_dataset(config, args.data_dir)
+    store = FeatureStore(config.scorer)
+    splits = {split: timed_prepare(store, getattr(dataset, split)) for split in ("train", "dev", "test")}
+    if args.manifest is not None:
+        io.write_json(args.manifest, {"dataset": config.dataset, "key": asdict(store.key), "splits": splits})
+    for split, done in splits.items():
+        where = done["file"] or "the files of other splits"
+        extracted = f"{done['extracted']} extracted in {done['seconds']} s"
+        print(f"{split}: {done['sentences']} sentences, {extracted} -> {where}")
+    return 0
+
+
 def _evaluate(args: argparse.Namespace) -> int:
     from .evaluate import evaluate
     from .metrics import PRIMARY_METRIC
@@ -254,6 +279,16 @@ def parser() -> argparse.ArgumentParser:
     _add_restart_argument(train)
     add_allow_dirty_argument(train)
     train.set_defaults(handler=_train)
+
+    features = commands.add_parser(
+        "features", help="extract and cache a frozen encoder's features of every split of the run's data"
+    )
+    _add_config_arguments(features)
+    _add_common_arguments(features)
+    features.add_argument(
+        "--manifest", type=output_file, help="JSON: the cache files, and the seconds each took"
+    )
+    features.set_defaults(handler=_features)
 
     evaluate = commands.add_parser(
         "evaluate", help="decode dev/test with every decoder; write evaluation.csv"

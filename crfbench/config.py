@@ -23,8 +23,9 @@ from .models import ScorerConfig
 from .models.config import check_field_types
 from .objectives import DECODERS, LOSSES
 
-#: Adam learning rates of paper App. I: from scratch / fine-tuning a pretrained encoder.
-LEARNING_RATES = {"embeddings": 3e-4, "pretrained": 3e-5}
+#: Adam learning rates of paper App. I: from scratch / fine-tuning a pretrained encoder; a BiLSTM
+#: trained over frozen features (not in the paper): the usual 1e-3.
+LEARNING_RATES = {"embeddings": 3e-4, "pretrained": 3e-5, "frozen": 1e-3}
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,8 @@ class RunConfig:
         if self.loss not in LOSSES:
             raise ValueError(f"loss: {self.loss!r} is not one of {', '.join(LOSSES)}")
         if self.encoder_name is None:
-            label = "pretrained" if self.scorer.encoder == "pretrained" else f"L{self.scorer.layers}"
+            encoder = self.scorer.encoder
+            label = encoder if encoder in ("pretrained", "frozen") else f"L{self.scorer.layers}"
             object.__setattr__(self, "encoder_name", label)
         if self.loss == "unstructured" and self.scorer.transitions:
             # Paper, Table 1: "the unstructured model does not have transition scores".

@@ -190,14 +190,15 @@ def read_json(path: Path) -> Any:
 _TORCH_LOAD_ERRORS = (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, OSError)
 
 
-def load_torch(path: Path, map_location: Any = None) -> Any:
-    """``torch.load(path)`` (full pickles: files the engine wrote); CorruptFileError naming the file
-    when it is truncated or damaged, FileNotFoundError when it is absent."""
+def load_torch(path: Path, map_location: Any = None, *, mmap: bool = False) -> Any:
+    """``torch.load(path)`` (full pickles: files the engine wrote; ``mmap``: tensors memory-mapped,
+    read from disk as they are used); CorruptFileError naming the file when it is truncated or
+    damaged, FileNotFoundError when it is absent."""
     import torch
 
     path = check_input_file(path)
     try:
-        return torch.load(path, map_location=map_location, weights_only=False)
+        return torch.load(path, map_location=map_location, weights_only=False, mmap=mmap)
     except (FileNotFoundError, IsADirectoryError, PermissionError):
         raise
     except _TORCH_LOAD_ERRORS as error:

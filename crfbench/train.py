@@ -186,6 +186,7 @@ def _train_run(
 
     torch.manual_seed(config.seed)
     scorer = build_scorer(config.scorer, dataset.train, len(tagset)).to(device)
+    scorer.prepare(dataset.train, dataset.dev)  # frozen features: cached once per split, reused
     # Only now, when nothing left can fail on the settings, is the run directory written.
     record_run(run_dir, config, dataset, device, restart_if_changed=restart_if_changed)
     optimizer = torch.optim.Adam(scorer.parameters(), lr=config.resolved_learning_rate)

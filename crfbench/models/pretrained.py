@@ -68,6 +68,15 @@ def load_pretrained(name: str, weights: bool = True) -> tuple[Any, nn.Module]:
     return tokenizer, model
 
 
+def first_subwords(words: Sequence[int]) -> list[int]:
+    """The position of each word's first subword, from the word of each subword (-1: none)."""
+    first: dict[int, int] = {}
+    for position, word in enumerate(words):
+        if word >= 0 and word not in first:
+            first[word] = position
+    return [first[j] for j in range(len(first))]
+
+
 class PretrainedEncoder(nn.Module):
     """Subword transformer; a word is represented by its first subword's last hidden state.
 
@@ -89,21 +98,23 @@ class PretrainedEncoder(nn.Module):
             raise ValueError(f"max_subwords={config.max_subwords} exceeds the model's {positions} positions")
         self.placeholder = tokenizer.unk_token if tokenizer.unk_token is not None else "_"
 
-    def _encode(self, tokens: Sequence[str]) -> tuple[list[int], list[int]]:
-        """(subword ids with special tokens, index of each word's first subword)."""
+    def encode(self, tokens: Sequence[str]) -> tuple[list[int], list[int]]:
+        """(subword ids with special tokens, the word each subword belongs to, -1 for none)."""
         for attempt in range(2):
             encoding = self.tokenizer(list(tokens), is_split_into_words=True, add_special_tokens=True)
-            first: dict[int, int] = {}
-            for position, word in enumerate(encoding.word_ids()):
-                if word is not None and word not in first:
-                    first[word] = position
-            missing = [j for j in range(len(tokens)) if j not in first]
+            words = [-1 if word is None else word for word in encoding.word_ids()]
+            missing = sorted(set(range(len(tokens))) - set(words))
             if not missing:
-                return encoding["input_ids"], [first[j] for j in range(len(tokens))]
+                return encoding["input_ids"], words
             if attempt == 0:
                 absent = set(missing)
                 tokens = [self.placeholder if j in absent else t for j, t in enumerate(tokens)]
         raise ValueError(f"the tokenizer gives no subword for tokens {[tokens[j] for j in missing]!r}")
+
+    def _encode(self, tokens: Sequence[str]) -> tuple[list[int], list[int]]:
+        """(subword ids with special tokens, index of each word's first subword)."""
+        ids, words = self.encode(tokens)
+        return ids, first_subwords(words)
 
     def featurize(self, sentences: Sequence[Sentence]) -> dict[str, Tensor]:
         encoded = [self._encode(s.tokens) for s in sentences]

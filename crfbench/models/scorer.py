@@ -13,6 +13,7 @@ from torch import Tensor, nn
 from ..data.types import Sentence
 from .config import ScorerConfig
 from .encoders import EmbeddingEncoder, word_chars
+from .frozen import FrozenFeatureEncoder
 from .heads import EmissionHead, TransitionHead
 from .pretrained import PretrainedEncoder, load_pretrained
 from .vocab import Vocabulary
@@ -39,7 +40,10 @@ class Scorer(nn.Module):
     """
 
     def __init__(
-        self, config: ScorerConfig, encoder: EmbeddingEncoder | PretrainedEncoder, num_tags: int
+        self,
+        config: ScorerConfig,
+        encoder: EmbeddingEncoder | PretrainedEncoder | FrozenFeatureEncoder,
+        num_tags: int,
     ) -> None:
         super().__init__()
         if num_tags < 1:
@@ -48,11 +52,17 @@ class Scorer(nn.Module):
         self.num_tags = num_tags
         self.encoder = encoder
         dim = encoder.output_dim
-        self.dropout = nn.Dropout(config.dropout) if config.encoder == "pretrained" else nn.Identity()
+        self.dropout = nn.Dropout(config.dropout) if config.encoder != "embeddings" else nn.Identity()
         self.emission_head = EmissionHead(dim, config.mlp_hidden, num_tags, config.dropout)
         self.transition_head = (
             TransitionHead(dim, config.mlp_hidden, num_tags, config.dropout) if config.transitions else None
         )
+
+    def prepare(self, *splits: Sequence[Sentence]) -> None:
+        """Ready what featurizing whole splits needs ahead of time: the frozen encoder's cached
+        features (computed and written once when absent); nothing for the other encoders."""
+        if isinstance(self.encoder, FrozenFeatureEncoder):
+            self.encoder.prepare(*splits)
 
     def featurize(self, sentences: Sequence[Sentence]) -> dict[str, Tensor]:
         """Padded CPU id tensors for a batch, ``lengths`` (B,) included; deterministic.
@@ -93,6 +103,8 @@ class Scorer(nn.Module):
         if config.encoder == "pretrained":
             tokenizer, model = load_pretrained(config.pretrained, weights=False)
             return cls(config, PretrainedEncoder(config, tokenizer, model), num_tags)
+        if config.encoder == "frozen":
+            return cls(config, FrozenFeatureEncoder(config), num_tags)
         if vocab_state.get("words") is None:
             raise ValueError("from_state: the vocab state has no word vocabulary")
         if config.char_cnn != (vocab_state.get("chars") is not None):
@@ -111,6 +123,8 @@ def build_scorer(config: ScorerConfig, train_sentences: Sequence[Sentence], num_
     if config.encoder == "pretrained":
         tokenizer, model = load_pretrained(config.pretrained, weights=True)
         return Scorer(config, PretrainedEncoder(config, tokenizer, model), num_tags)
+    if config.encoder == "frozen":
+        return Scorer(config, FrozenFeatureEncoder(config), num_tags)
     words = Vocabulary.build(chain.from_iterable(s.tokens for s in train_sentences), config.min_word_count)
     chars = None
     if config.char_cnn:

@@ -310,6 +310,26 @@ def reference(paths, made_by_a_rule=True):
 
 RUN_DIR = f"{RESULTS}/{schema.RUN_DIR}"
 TIMING_DIR = f"{RESULTS}/{schema.TIMING_DIR}"
+FEATURE_MANIFEST = f"{RESULTS}/features/{{dataset}}/{{encoder}}.json"
+
+
+def first_run(dataset, encoder):
+    """(loss, seed) of the first run of (dataset, encoder): its experiment's first loss and seed."""
+    return experiment_of(dataset, encoder)["losses"][0], config["seeds"][0]
+
+
+def feature_run_settings(dataset, encoder):
+    """The settings file of the first run of (dataset, encoder): what its features job reads."""
+    loss, seed = first_run(dataset, encoder)
+    return f"{RUN_DIR.format(dataset=dataset, encoder=encoder, loss=loss, seed=seed)}/{schema.SETTINGS_FILE}"
+
+
+def feature_manifest(dataset, encoder):
+    """[the features job's manifest] for a (dataset, encoder) whose scorer reads frozen features
+    (its training jobs wait for it), else []."""
+    if run_settings(dataset, encoder, *first_run(dataset, encoder))["scorer"].get("encoder") != "frozen":
+        return []
+    return [FEATURE_MANIFEST.format(dataset=dataset, encoder=encoder)]
 
 
 def results_file(name):

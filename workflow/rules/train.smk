@@ -19,6 +19,7 @@ rule train:
     input:
         settings=f"{RUN_DIR}/{schema.SETTINGS_FILE}",
         data=results_file(schema.DATA_FACTS),
+        features=lambda w: feature_manifest(w.dataset, w.encoder),
     output:
         f"{RUN_DIR}/{schema.SUMMARY_FILE}",
     params:
