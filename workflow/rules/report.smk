@@ -67,6 +67,7 @@ rule report:
         scaling=lambda w: [rules.scaling_table.output[0]] if asv_result_files() else [],
         bethe=bethe_tables(),
         newton=newton_tables(),
+        parse=parse_tables(),
     output:
         f"{REPORTS}/index.html",
         f"{REPORTS}/README.md",
