@@ -113,14 +113,24 @@ def test_the_paper_profile_chooses_each_languages_rates_on_its_own_grid(workdir:
 @pytest.mark.parametrize(
     ("old", "new", "named"),
     [
-        ("epochs: 1, batch_size: 8, max_train", "epochs: 0, batch_size: 8, max_train", "epochs"),
-        ("settings: {epochs: 1, batch_size: 8", "settings: {seed: 3, epochs: 1, batch_size: 8", "'seed'"),
+        (
+            "epochs: 1, batch_size: 4, max_train_sentences: 8",
+            "epochs: 0, batch_size: 4, max_train_sentences: 8",
+            "epochs",
+        ),
+        (
+            "{epochs: 1, batch_size: 4, max_train_sentences: 8",
+            "{seed: 3, epochs: 1, batch_size: 4, max_train_sentences: 8",
+            "'seed'",
+        ),
         ("grid: [0.002, 0.004], seed: 0", "grid: [0.002, 0.004], seed: 0, language: en", "'en'"),
     ],
 )
 def test_a_bad_parser_setting_fails_the_dry_run_naming_it(
     workdir: Path, tmp_path: Path, old: str, new: str, named: str
 ) -> None:
+    text = (workdir / "config/smoke.yaml").read_text()
+    assert text.count(old) == 1  # the parsers' settings alone
     config = edit_smoke(workdir, tmp_path, old, new)
     result = snakemake("-n", "--cores", "1", "--configfile", str(config), cwd=workdir)
     output = result.stdout + result.stderr
