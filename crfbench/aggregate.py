@@ -1,7 +1,7 @@
 """Gather the per-run outputs into the results tables: evaluation.csv -> metrics.csv, timing.csv
 -> timing.csv, sentences.csv -> sentences.csv.gz, sweep.csv -> sweep.csv, the dev curves of
-train.json -> curves.csv, the dataset facts of config.json -> datasets.csv (each fact once), and
-the Bethe experiments' per-fold or per-seed tables -> bethe/*.csv
+train.json -> curves.csv (a tagger's or a parser's run), the dataset facts of config.json ->
+datasets.csv (each fact once), and the Bethe experiments' per-fold or per-seed tables -> bethe/*.csv
 (their per-word and per-citation rows are sentences)."""
 
 from __future__ import annotations
@@ -41,12 +41,14 @@ def _check_numbers(path: Path, table: pd.DataFrame, columns: tuple[str, ...]) ->
 
 
 def _read(path: Path) -> pd.DataFrame:
-    """One per-run output as a table: a train.json as its dev curve, a config.json as its dataset
-    facts, a CSV checked whole."""
-    if path.name == SUMMARY_FILE:
-        from .run_folder import dev_curve  # torch, only for curves
+    """One per-run output as a table: a train.json as its dev curve (a tagger's or a parser's), a
+    config.json as its dataset facts, a CSV checked whole."""
+    if path.name == SUMMARY_FILE:  # torch, only for curves
+        from .parsing.run import dev_curve as parser_curve
+        from .parsing.run import is_parser_run
+        from .run_folder import dev_curve
 
-        return dev_curve(path.parent)
+        return (parser_curve if is_parser_run(path.parent) else dev_curve)(path.parent)
     if path.name == CONFIG_FILE:
         from .run_folder import dataset_rows
 

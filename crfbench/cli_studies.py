@@ -17,6 +17,7 @@ from .cli_args import (
     experiment_settings,
     fold,
     input_dir,
+    input_file,
     non_negative_int,
     output_dir,
     output_file,
@@ -129,27 +130,43 @@ def _newton_cost(args: argparse.Namespace) -> int:
 
 
 def _parse_train(args: argparse.Namespace) -> int:
-    from .parsing.run import ParseConfig
-    from .parsing.train import train
+    from .parsing.run import load_settings
+    from .parsing.train import chosen_learning_rate, train
 
-    given = {
-        name: getattr(args, name)
-        for name in (
-            "learning_rate",
-            "epochs",
-            "patience",
-            "batch_size",
-            "max_train_sentences",
-            "max_eval_sentences",
-        )
-        if getattr(args, name) is not None
-    }
-    config = ParseConfig(args.dataset, args.loss, seed=args.seed, device=args.device, **given)
-    summary = train(config, args.run_dir, data_dir=args.data_dir)
+    names = (
+        "dataset",
+        "loss",
+        "seed",
+        "learning_rate",
+        "epochs",
+        "patience",
+        "batch_size",
+        "max_train_sentences",
+        "max_eval_sentences",
+        "device",
+    )
+    given = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    if args.learning_rate_from is not None:
+        given["learning_rate"] = chosen_learning_rate(args.learning_rate_from)
+    config = load_settings(args.config, given)
+    summary = train(config, args.run_dir, data_dir=args.data_dir, restart_if_changed=args.restart_if_changed)
     print(
         f"stopped by {summary['stopped_by']}: best dev UAS {100 * summary['best_dev_uas']:.2f} at epoch "
         f"{summary['best_epoch']} (learning rate {config.learning_rate:g}) -> {args.run_dir}"
     )
+    return 0
+
+
+def _parse_choose(args: argparse.Namespace) -> int:
+    from .parsing.train import record_choice
+
+    choice = record_choice(args.run_dirs, args.out)
+    print(f"learning rate {choice['learning_rate']:g} (dev UAS by rate: {choice['dev_uas']}) -> {args.out}")
+    if choice["next_learning_rate"] is not None:
+        print(
+            f"the best rate is at an edge of those tried: the paper's widening would try "
+            f"{choice['next_learning_rate']:g} next"
+        )
     return 0
 
 
@@ -294,17 +311,26 @@ def add_study_commands(commands: Any) -> None:
         "train", help="train a K&G BiLSTM parser with one loss; keep the best dev UAS"
     )
     parse_train.add_argument(
-        "--dataset", choices=list(LANGUAGES), required=True, help="the UD treebank's language"
+        "--config",
+        type=input_file,
+        help="a JSON file of the run's settings (crfbench/parsing/run.py ParseConfig); flags override it",
     )
-    parse_train.add_argument("--loss", choices=list(PARSER_LOSSES), required=True, help="the training loss")
+    parse_train.add_argument("--dataset", choices=list(LANGUAGES), help="the UD treebank's language")
+    parse_train.add_argument("--loss", choices=list(PARSER_LOSSES), help="the training loss")
     parse_train.add_argument(
-        "--seed", type=non_negative_int, default=0, help="random seed (parameters, batches)"
+        "--seed", type=non_negative_int, help="random seed (parameters, batches; default 0)"
     )
     parse_train.add_argument(
         "--run-dir", type=output_dir, required=True, help="folder for config.json, model.pt, train.json"
     )
-    parse_train.add_argument(
+    rate = parse_train.add_mutually_exclusive_group()
+    rate.add_argument(
         "--learning-rate", type=positive_float, help="Adam's (default 2e-3; the paper's grid: 5e-4 ... 8e-3)"
+    )
+    rate.add_argument(
+        "--learning-rate-from",
+        type=input_file,
+        help="the learning rate chosen by `crfbench parse choose-lr` (its JSON file)",
     )
     parse_train.add_argument("--epochs", type=positive_int, help="the epoch cap (default 30)")
     parse_train.add_argument(
@@ -317,10 +343,23 @@ def add_study_commands(commands: Any) -> None:
     parse_train.add_argument(
         "--max-eval-sentences", type=positive_int, help="the first n dev and test sentences"
     )
-    parse_train.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    parse_train.add_argument("--device", help="torch device (default cpu)")
+    parse_train.add_argument(
+        "--restart-if-changed",
+        action="store_true",
+        help="discard a run made in --run-dir with other settings instead of refusing it",
+    )
     parse_train.add_argument("--data-dir", help="holds ud-2.15/ (default: $CRFBENCH_DATA)")
     add_allow_dirty_argument(parse_train)
     parse_train.set_defaults(handler=_parse_train)
+    parse_choose = parse.add_parser(
+        "choose-lr", help="the learning rate of the best dev UAS among runs that differ only in it"
+    )
+    parse_choose.add_argument(
+        "--run-dirs", type=input_dir, nargs="+", required=True, help="finished `parse train` folders"
+    )
+    parse_choose.add_argument("--out", type=output_file, required=True, help="JSON file of the choice")
+    parse_choose.set_defaults(handler=_parse_choose)
     parse_evaluate = parse.add_parser(
         "evaluate", help="UAS of a trained parser on dev and test; evaluation.csv"
     )

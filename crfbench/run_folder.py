@@ -233,14 +233,21 @@ def dev_curve(run_dir: Path) -> pd.DataFrame:
     epoch keyed by the run (dataset, encoder, loss, seed) with how and why training stopped."""
     run_dir = Path(run_dir)
     config = read_run_config(run_dir)
-    path = run_dir / SUMMARY_FILE
+    run = {"dataset": config.dataset, "encoder_name": config.encoder_name, "loss": config.loss}
+    return summary_curve(run_dir / SUMMARY_FILE, run | {"seed": config.seed})
+
+
+def summary_curve(path: Path, run: dict[str, object]) -> pd.DataFrame:
+    """The per-epoch dev curve of the finished run's ``train.json`` at ``path`` (its history's
+    entries: epoch, training loss, dev score, learning rate, seconds, and ``dev_support`` where
+    recorded), keyed by ``run`` (the ``RUN_KEY`` values), in ``CURVE_COLUMNS``: the one reading of
+    a summary, whichever engine (tagger or parser) wrote it."""
     fields = ("history", "selection_metric", "selection_decoder", "best_epoch", "epoch_cap")
     summary = check_fields(path, read_json(path), fields + ("stopped_by", "still_improving"))
     metric = summary["selection_metric"]
-    run = {"dataset": config.dataset, "encoder_name": config.encoder_name, "loss": config.loss}
     rows = [
         run
-        | {"seed": config.seed, "epoch": entry["epoch"], "train_loss": entry["train_loss"]}
+        | {"epoch": entry["epoch"], "train_loss": entry["train_loss"]}
         | {"dev_metric": metric, "dev_value": entry[f"dev_{metric}"]}
         | {"selection_decoder": summary["selection_decoder"], "learning_rate": entry["learning_rate"]}
         | {"seconds": entry["seconds"], "best_epoch": summary["best_epoch"]}

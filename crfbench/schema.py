@@ -335,6 +335,25 @@ TREE_SOLVER_COLUMNS = (
     "converged",
 )
 
+# -- the SparseMAP paper's dependency parsers (results/parse/) --------------------------------------
+
+#: A parser run's folder (``crfbench parse train`` and ``evaluate``: ``CONFIG_FILE``, ``MODEL_FILE``,
+#: ``SUMMARY_FILE``, ``EVALUATION_FILE``, ``SENTENCES_FILE``); ``language`` one of
+#: ``crfbench.parsing.treebank.LANGUAGES``, ``loss`` one of ``crfbench.uses.PARSER_LOSSES``.
+PARSE_RUN_DIR = "parse/runs/{language}/{loss}/{seed}"
+#: The settings of a (language, loss)'s runs but their seed and learning rate (the workflow writes it).
+PARSE_SETTINGS_FILE = "parse/settings/{language}/{loss}.json"
+#: A learning-rate grid run's folder (``learning_rate`` as Python writes the float), and the
+#: choice among a (language, loss)'s grid runs (``crfbench parse choose-lr``).
+PARSE_GRID_RUN_DIR = "parse/lr/{language}/{loss}/seed{seed}/lr{learning_rate}"
+PARSE_LEARNING_RATE_FILE = "parse/lr/{language}/{loss}/chosen.json"
+#: Every parser run's evaluation.csv, sentences.csv and dev curve (train.json), gathered as the
+#: tagger runs' are into tables of the same columns (METRICS_COLUMNS and the parser's own,
+#: SENTENCE_COLUMNS, CURVE_COLUMNS).
+PARSE_METRICS_TABLE = "parse/metrics.csv"
+PARSE_SENTENCES_TABLE = "parse/sentences.csv.gz"
+PARSE_CURVES_TABLE = "parse/curves.csv"
+
 # -- what crfbench aggregate gathers ---------------------------------------------------------------
 
 #: Each per-run CSV kind that ``crfbench aggregate`` takes: the columns the results tables need, and

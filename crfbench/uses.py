@@ -121,6 +121,21 @@ PARSER_LOSSES: Mapping[str, Use] = _by_name(
 )
 #: How every parser decodes, whatever its loss: the MAP tree (Chu-Liu-Edmonds with one root child).
 PARSER_DECODER = Use("chu-liu-edmonds", "tree-crf", "decode", "MAP (Chu-Liu-Edmonds)")
+#: The parsers' decoders by name: the MAP tree, and SparseMAP's own prediction, the heaviest tree
+#: of its support, which evaluates the models trained with a loss of its method too.
+PARSER_DECODERS: Mapping[str, Use] = _by_name(
+    (PARSER_DECODER, Use("sparsemap", "tree-sparsemap", "decode", "SparseMAP (heaviest tree)"))
+)
+
+
+def parser_decoders(loss: str) -> tuple[Use, ...]:
+    """The decoders that evaluate a parser trained with ``loss``: the MAP tree for every loss, then
+    those of the loss's own method (SparseMAP's heaviest tree for the SparseMAP losses)."""
+    check_names("loss", [loss], PARSER_LOSSES)
+    method = PARSER_LOSSES[loss].method
+    return (PARSER_DECODER,) + tuple(
+        use for use in PARSER_DECODERS.values() if use is not PARSER_DECODER and use.method == method
+    )
 
 
 def decoders_of(method: str) -> tuple[str, ...]:

@@ -1,19 +1,22 @@
-"""Parse a trained run's dev and test sets with the MAP tree and score them (Table 1's UAS).
+"""Parse a trained run's dev and test sets and score them (Table 1's UAS).
 
-Every loss decodes the same way at test time, with the highest-scoring single-root tree
-(``tree-crf``'s Chu-Liu-Edmonds): the paper does not say how its SparseMAP parsers decode, and the
-MAP tree keeps the comparison about the losses alone. Metrics (``crfbench.parsing.metrics``):
+Every loss decodes with the highest-scoring single-root tree (``tree-crf``'s Chu-Liu-Edmonds,
+decoder ``chu-liu-edmonds``): the paper does not say how its SparseMAP parsers decode, and the MAP
+tree keeps the comparison about the losses alone. The models trained with a SparseMAP loss are also
+decoded with SparseMAP's own prediction, the heaviest tree of its support (decoder ``sparsemap``,
+``crfbench.uses.parser_decoders``), in rows of their own. Metrics (``crfbench.parsing.metrics``):
 ``uas``, every word counted as the CoNLL 2017 shared task's evaluation script does (the number the
 paper's Table 1 compares), and ``uas_no_punct`` without punctuation.
 
 Writes into the run directory, in the project's run-folder tables (``crfbench.schema``):
-``evaluation.csv``, one ``METRICS_COLUMNS`` row per (split, metric), and ``sentences.csv``, the
-test set's per-sentence counts (``tokens`` = words, ``correct`` = words with the gold head; the
-span columns do not apply and are 0) that the claim ledger can bootstrap over.
+``evaluation.csv``, one ``METRICS_COLUMNS`` row per (split, decoder, metric), and ``sentences.csv``,
+the test set's per-sentence counts of each decoder (``tokens`` = words, ``correct`` = words with
+the gold head; the span columns do not apply and are 0) that the claim ledger can bootstrap over.
 """
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pandas as pd
@@ -21,7 +24,7 @@ import pandas as pd
 from .. import environment
 from ..run_folder import write_run_table
 from ..schema import EVALUATION_FILE, RUN_KEY, SENTENCE_COLUMNS, SENTENCES_FILE
-from ..uses import PARSER_DECODER
+from ..uses import parser_decoders
 from .metrics import attachment, sentence_attachment
 from .run import ENCODER_NAME, load_data, load_model, predict, read_config, start
 from .treebank import ParseData
@@ -60,14 +63,14 @@ def evaluate(
         "epoch": saved.get("epoch"),
     }
     rows, per_sentence = [], []
-    for split in SPLITS:
+    for split, decoder in itertools.product(SPLITS, parser_decoders(config.loss)):
         parses = data.split(split)
-        predicted = predict(scorer, parses, config.batch_size, device)
+        predicted = predict(scorer, parses, config.batch_size, device, decoder)
         counts = attachment([p.heads for p in parses], predicted, [p.punct for p in parses])
         for metric, value in counts.scores().items():
             rows.append(
                 common
-                | {"split": split, "decoder": PARSER_DECODER.name, "decoder_method": PARSER_DECODER.method}
+                | {"split": split, "decoder": decoder.name, "decoder_method": decoder.method}
                 | {"sentences": len(parses), "words": counts.words, "metric": metric, "value": value}
             )
         if split == "test":
@@ -77,7 +80,7 @@ def evaluate(
                 spans = {"gold_spans": 0, "predicted_spans": 0, "matched_spans": 0, "invalid": 0}
                 per_sentence.append(
                     key
-                    | {"split": split, "decoder": PARSER_DECODER.name, "sentence": index}
+                    | {"split": split, "decoder": decoder.name, "sentence": index}
                     | {"tokens": one.words, "correct": one.correct}
                     | spans
                 )

@@ -13,7 +13,8 @@
   m-SparseMAP with ``cost="hamming"``, as the chain's versions are wired in ``crfbench.uses``. Until
   ``implementations`` has that method, asking for them is a ``ValueError`` that says so.
 
-Every parser decodes with the MAP tree (``PARSER_DECODER``), whatever its loss.
+Every parser decodes with the MAP tree (``PARSER_DECODER``), whatever its loss; the SparseMAP-trained
+ones with SparseMAP's heaviest support tree too (``crfbench.uses.parser_decoders``).
 """
 
 from __future__ import annotations
@@ -77,7 +78,17 @@ def structured_svm(scores: Tensor, lengths: Tensor, heads: Tensor) -> Tensor:
     return gold_score(scores, lengths, predicted) + cost - gold_score(scores, lengths, heads)
 
 
-def decode(scores: Tensor, lengths: Tensor) -> Tensor:
-    """The MAP trees (B, N+1) of ``PARSER_DECODER`` (``tree-crf``'s Chu-Liu-Edmonds, one root child),
-    ``-1`` at index 0 and on padding; no gradient flows through it."""
-    return cast(Tensor, tree_method(PARSER_DECODER).decode(scores.detach(), lengths))
+def decode(scores: Tensor, lengths: Tensor, decoder: Use = PARSER_DECODER) -> Tensor:
+    """The trees (B, N+1) that ``decoder`` (one of ``PARSER_DECODERS``) predicts: by default the MAP
+    trees (``tree-crf``'s Chu-Liu-Edmonds, one root child); ``-1`` at index 0 and on padding; no
+    gradient flows through it."""
+    return cast(Tensor, tree_method(decoder).decode(scores.detach(), lengths, **decoder.options))
+
+
+def support_sizes(scores: Tensor, lengths: Tensor) -> Tensor:
+    """(B,) how many trees hold weight in each sentence's SparseMAP solution (``tree-sparsemap``
+    with the options of the SparseMAP losses): how sparse SparseMAP's predictions are, which the
+    SparseMAP paper tracks over training."""
+    use = PARSER_LOSSES["sparsemap"]
+    solution = tree_method(use).solve(scores.detach(), lengths, **use.options)
+    return (solution.weights > 0).sum(1)

@@ -14,26 +14,32 @@ them; at most 30 epochs, stopping once 5 epochs in a row have not raised the dev
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import torch
+from torch import Tensor
 
 from .. import environment
 from ..config import check_device_available, parse_device
 from ..io import CorruptFileError, check_fields, load_torch, read_json, save_torch, write_json
-from ..schema import CONFIG_FILE, MODEL_FILE
-from ..uses import PARSER_LOSSES, check_names
-from .losses import decode
+from ..run_folder import summary_curve
+from ..schema import CONFIG_FILE, EVALUATION_FILE, MODEL_FILE, SENTENCES_FILE, SUMMARY_FILE
+from ..uses import PARSER_DECODER, PARSER_LOSSES, Use, check_names
+from .losses import decode, support_sizes
 from .model import ArcScorer, ParserConfig, encode
-from .treebank import LANGUAGES, Parse, ParseData, load
+from .treebank import LANGUAGES, TASK, Parse, ParseData, dataset_name, load
 
 #: The paper's Adam learning-rate grid ({.5, 1, 2, 4, 8} × 1e-3), widened by 2 at an edge that wins.
 LEARNING_RATES: tuple[float, ...] = (0.5e-3, 1e-3, 2e-3, 4e-3, 8e-3)
 #: How results name the parser (their ``encoder_name``).
 ENCODER_NAME = "kg-bilstm"
+#: Everything training and evaluation write into a parser run's folder; the settings record last,
+#: so that a discard cut short is finished by the next call instead of mixing two runs.
+RUN_FILES = (MODEL_FILE, SUMMARY_FILE, EVALUATION_FILE, SENTENCES_FILE, CONFIG_FILE)
 
 
 @dataclass(frozen=True)
@@ -91,22 +97,76 @@ class ParseConfig:
         return cls(**values, parser=parser)
 
 
+def load_settings(path: Path | None, given: Mapping[str, Any]) -> ParseConfig:
+    """A run's settings: the JSON mapping of ``ParseConfig`` fields in ``path`` (the pipeline's
+    ``settings.json``; none when ``path`` is None) with the ``given`` values laid over it.
+    ValueError naming the file, or the setting, that is wrong."""
+    values: dict[str, Any] = {}
+    if path is not None:
+        values = read_json(path)
+        if not isinstance(values, dict):
+            raise ValueError(f"{path}: expected a mapping of parser settings at the top level")
+    values = values | dict(given)
+    for name in ("dataset", "loss"):
+        if name not in values:
+            raise ValueError(f"--{name}: required (or in the settings file)")
+    try:
+        return ParseConfig.from_dict(values)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{path}: {error}" if path is not None else str(error)) from None
+
+
 def load_data(config: ParseConfig, data_dir: str | Path | None = None) -> ParseData:
     """The run's dataset, cut to its sizes."""
     return load(config.dataset, data_dir).cut(config.max_train_sentences, config.max_eval_sentences)
 
 
-def record_run(run_dir: Path, config: ParseConfig, data: ParseData, device: torch.device) -> None:
-    """Write ``config.json``, or check that the folder's has the same settings (ValueError if not)."""
+def record_run(
+    run_dir: Path,
+    config: ParseConfig,
+    data: ParseData,
+    device: torch.device,
+    *,
+    restart_if_changed: bool = False,
+) -> None:
+    """Write ``config.json``, or check that the folder's has the same settings: a folder made with
+    others is refused (ValueError), or with ``restart_if_changed`` emptied of the run's files
+    (``RUN_FILES``) first, as the pipeline wants when a setting of its config changed."""
     path = Path(run_dir) / CONFIG_FILE
     if path.exists():
         previous = check_fields(path, read_json(path), ("config",))["config"]
         if previous != config.to_dict():
-            raise ValueError(f"{path}: this run directory was made with different settings; use a new one")
+            if not restart_if_changed:
+                raise ValueError(
+                    f"{path}: this run directory was made with different settings; use a new one "
+                    "(or --restart-if-changed to discard that run)"
+                )
+            for name in RUN_FILES:
+                (Path(run_dir) / name).unlink(missing_ok=True)
     write_json(
         path,
         {"config": config.to_dict(), "dataset": data.describe(), "environment": environment.describe(device)},
     )
+
+
+def is_parser_run(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a parser run: its ``config.json`` records a parsing dataset (a
+    tagger run's records its own task)."""
+    path = Path(run_dir) / CONFIG_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: not a run directory (no {CONFIG_FILE})")
+    facts = check_fields(path, read_json(path), ("dataset",))["dataset"]
+    return isinstance(facts, dict) and facts.get("task") == TASK
+
+
+def dev_curve(run_dir: Path) -> pd.DataFrame:
+    """The per-epoch dev curve of the finished parser run in ``run_dir`` (its ``train.json``) in the
+    tagger runs' ``CURVE_COLUMNS`` (``run_folder.summary_curve``): the dataset as results name it
+    (``ud-parse-en``), the parser as ``ENCODER_NAME``, the dev metric ``uas``, ``dev_support`` for
+    the SparseMAP losses."""
+    config = read_config(run_dir)
+    run = {"dataset": dataset_name(config.dataset), "encoder_name": ENCODER_NAME, "loss": config.loss}
+    return summary_curve(Path(run_dir) / SUMMARY_FILE, run | {"seed": config.seed})
 
 
 def read_config(run_dir: Path) -> ParseConfig:
@@ -155,18 +215,43 @@ def start(config: ParseConfig) -> torch.device:
     return check_device_available(config.device)
 
 
-@torch.no_grad()
-def predict(
+def _scored_batches(
     scorer: ArcScorer, parses: Sequence[Parse], batch_size: int, device: torch.device
-) -> list[tuple[int, ...]]:
-    """The MAP tree of each sentence (its heads, 0 = root), in the order given."""
+) -> Iterator[tuple[list[int], Tensor, Tensor]]:
+    """The arc scores of ``parses`` in batches of similar lengths (less padding): each batch's
+    sentence indices, scores (B, N+1, N+1) and lengths (B,), the model in evaluation mode."""
     scorer.eval()
-    order = sorted(range(len(parses)), key=lambda i: len(parses[i]))  # similar lengths: less padding
-    heads: dict[int, tuple[int, ...]] = {}
+    order = sorted(range(len(parses)), key=lambda i: len(parses[i]))
     for start_at in range(0, len(order), batch_size):
         indices = order[start_at : start_at + batch_size]
         batch = encode([parses[i] for i in indices], scorer.vocabulary, device)
-        predicted = decode(scorer(batch.words, batch.upos, batch.lengths), batch.lengths).cpu()
+        yield indices, scorer(batch.words, batch.upos, batch.lengths), batch.lengths
+
+
+@torch.no_grad()
+def predict(
+    scorer: ArcScorer,
+    parses: Sequence[Parse],
+    batch_size: int,
+    device: torch.device,
+    decoder: Use = PARSER_DECODER,
+) -> list[tuple[int, ...]]:
+    """The tree ``decoder`` predicts for each sentence (its heads, 0 = root), in the order given: by
+    default the MAP tree."""
+    heads: dict[int, tuple[int, ...]] = {}
+    for indices, scores, lengths in _scored_batches(scorer, parses, batch_size, device):
+        predicted = decode(scores, lengths, decoder).cpu()
         for row, i in enumerate(indices):
             heads[i] = tuple(int(h) for h in predicted[row, 1 : len(parses[i]) + 1])
     return [heads[i] for i in range(len(parses))]
+
+
+@torch.no_grad()
+def mean_support(scorer: ArcScorer, parses: Sequence[Parse], batch_size: int, device: torch.device) -> float:
+    """The mean number of trees in each sentence's SparseMAP support under the model (``losses.
+    support_sizes``): how sparse SparseMAP's predictions are, the per-epoch ``dev_support`` of the
+    SparseMAP losses' dev curves."""
+    trees = 0
+    for _, scores, lengths in _scored_batches(scorer, parses, batch_size, device):
+        trees += int(support_sizes(scores, lengths).sum())
+    return trees / len(parses)

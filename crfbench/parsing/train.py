@@ -5,10 +5,12 @@ mentioned), batches of ``batch_size`` sentences in a seeded random order, the lo
 batch's sentences. After every epoch the dev set is parsed with the MAP tree and scored with UAS
 (punctuation included, ``metrics``); the best epoch's model is saved to ``model.pt``, and training
 stops once ``patience`` epochs in a row have not raised the dev UAS (or at the epoch cap). The
-untrained model's dev UAS is recorded as epoch 0. Each epoch prints one line (training loss, dev
-UAS, learning rate, seconds) through ``log``, by default to stderr (the pipeline's log); a progress
-bar over the batches shows on a terminal only (``crfbench.console``). A run is not resumed: calling
-again retrains it from the start.
+untrained model's dev UAS is recorded as epoch 0. The SparseMAP losses' curves also record the
+mean size of SparseMAP's support on dev (``dev_support``, trees per sentence), which the paper sees
+shrink as training goes on. Each epoch prints one line (training loss, dev UAS, learning rate,
+seconds) through ``log``, by default to stderr (the pipeline's log); a progress bar over the batches
+shows on a terminal only (``crfbench.console``). A run is not resumed: calling again retrains it
+from the start.
 
 Learning rate (``choose_run``): the run with the best dev UAS among those trained at different
 rates wins, by the rule every trainer shares (``crfbench.tuning.choose_learning_rate``), which also
@@ -26,13 +28,23 @@ import torch
 
 from .. import console
 from ..batching import shuffled_batches
-from ..io import check_fields, read_json, write_json
+from ..io import CorruptFileError, check_fields, read_json, write_json
 from ..schema import MODEL_FILE, SUMMARY_FILE
 from ..tuning import choose_learning_rate
+from ..uses import PARSER_LOSSES
 from .losses import parser_loss
 from .metrics import attachment
 from .model import ArcScorer, Vocabulary, encode
-from .run import ParseConfig, load_data, predict, read_config, record_run, save_model, start
+from .run import (
+    ParseConfig,
+    load_data,
+    mean_support,
+    predict,
+    read_config,
+    record_run,
+    save_model,
+    start,
+)
 from .treebank import ParseData
 
 
@@ -42,6 +54,35 @@ def dev_uas(scorer: ArcScorer, data: ParseData, batch_size: int, device: torch.d
     return attachment([p.heads for p in data.dev], predicted, [p.punct for p in data.dev]).uas
 
 
+def tracks_support(loss: str) -> bool:
+    """Whether a run's dev curve records SparseMAP's mean support size (``dev_support``): for the
+    losses of the SparseMAP method, whose predictions the paper sees grow sparser over training."""
+    return PARSER_LOSSES[loss].method == "tree-sparsemap"
+
+
+def dev_entry(
+    scorer: ArcScorer,
+    config: ParseConfig,
+    data: ParseData,
+    device: torch.device,
+    epoch: int,
+    train_loss: float | None,
+    started: float,
+) -> dict[str, Any]:
+    """One point of the dev curve: the epoch's training loss, the dev UAS, the (constant) learning
+    rate, the seconds since ``started`` (dev parsing included) and, for the SparseMAP losses, the
+    dev support size."""
+    entry: dict[str, Any] = {
+        "epoch": epoch,
+        "train_loss": train_loss,
+        "dev_uas": dev_uas(scorer, data, config.batch_size, device),
+        "learning_rate": config.learning_rate,
+    }
+    if tracks_support(config.loss):
+        entry["dev_support"] = mean_support(scorer, data.dev, config.batch_size, device)
+    return entry | {"seconds": time.perf_counter() - started}
+
+
 def train(
     config: ParseConfig,
     run_dir: Path,
@@ -49,12 +90,13 @@ def train(
     data: ParseData | None = None,
     data_dir: str | Path | None = None,
     log: Callable[[str], object] | None = console.log,
+    restart_if_changed: bool = False,
 ) -> dict[str, Any]:
     """Train the run in ``run_dir``; return the summary (also written to ``train.json``).
 
     ``data`` replaces the dataset that ``config.dataset`` names (tests train on a few sentences of
-    a dev file); it is still cut to the config's sizes. A loss whose tree method does not exist yet
-    is refused before anything is written.
+    a dev file); it is still cut to the config's sizes. A folder made with other settings is
+    refused, or emptied first with ``restart_if_changed`` (``run.record_run``).
     """
     run_dir = Path(run_dir)
     device = start(config)
@@ -68,21 +110,12 @@ def train(
         raise ValueError(f"{data.name}: training needs train and dev sentences")
     torch.manual_seed(config.seed)
     scorer = ArcScorer(config.parser, Vocabulary.build(data.train)).to(device)
-    record_run(run_dir, config, data, device)
+    record_run(run_dir, config, data, device, restart_if_changed=restart_if_changed)
     optimizer = torch.optim.Adam(scorer.parameters(), lr=config.learning_rate)
     shuffler = torch.Generator().manual_seed(config.seed)
 
-    started = time.perf_counter()
-    best = dev_uas(scorer, data, config.batch_size, device)
-    history: list[dict[str, Any]] = [
-        {
-            "epoch": 0,
-            "train_loss": None,
-            "dev_uas": best,
-            "learning_rate": config.learning_rate,
-            "seconds": time.perf_counter() - started,
-        }
-    ]
+    history = [dev_entry(scorer, config, data, device, 0, None, time.perf_counter())]
+    best = history[0]["dev_uas"]
     best_epoch, stopped_by = 0, "epoch cap"
     save_model(run_dir / MODEL_FILE, scorer, 0, best)
     _log(log, history[-1])
@@ -99,16 +132,8 @@ def train(
             loss.backward()
             optimizer.step()
             total += loss.item() * len(indices)
-        uas = dev_uas(scorer, data, config.batch_size, device)
-        history.append(
-            {
-                "epoch": epoch,
-                "train_loss": total / len(data.train),
-                "dev_uas": uas,
-                "learning_rate": config.learning_rate,
-                "seconds": time.perf_counter() - started,
-            }
-        )
+        history.append(dev_entry(scorer, config, data, device, epoch, total / len(data.train), started))
+        uas = history[-1]["dev_uas"]
         _log(log, history[-1])
         if uas > best:
             best, best_epoch = uas, epoch
@@ -122,6 +147,8 @@ def train(
         "epochs_done": history[-1]["epoch"],
         "epoch_cap": config.epochs,
         "stopped_by": stopped_by,
+        # at the cap, the last better dev UAS is among the last `patience` epochs: more might help
+        "still_improving": stopped_by == "epoch cap",
         "selection_metric": "uas",
         "selection_decoder": "chu-liu-edmonds",
         "learning_rate": config.learning_rate,
@@ -137,8 +164,9 @@ def _log(log: Callable[[str], object] | None, entry: Mapping[str, Any]) -> None:
     if log is None:
         return
     loss = "-" if entry["train_loss"] is None else f"{entry['train_loss']:.4f}"
+    support = f", dev support {entry['dev_support']:.2f}" if "dev_support" in entry else ""
     log(
-        f"epoch {entry['epoch']}: train loss {loss}, dev UAS {100 * entry['dev_uas']:.2f}, "
+        f"epoch {entry['epoch']}: train loss {loss}, dev UAS {100 * entry['dev_uas']:.2f}{support}, "
         f"lr {entry['learning_rate']:.3g}, {entry['seconds']:.1f} s"
     )
 
@@ -172,3 +200,29 @@ def choose_run(run_dirs: list[Path]) -> tuple[Path, float | None]:
         {rate: read_summary(d)["best_dev_uas"] for rate, d in by_rate.items()}
     )
     return by_rate[best], following
+
+
+def record_choice(run_dirs: list[Path], out: Path) -> dict[str, Any]:
+    """Choose among finished runs that differ only in learning rate (``choose_run``) and write the
+    choice to ``out`` (JSON): the chosen ``learning_rate``, the ``next_learning_rate`` to try (None
+    unless the best is at an edge of the rates tried), and each rate's ``dev_uas`` and run folder,
+    rates written as ``repr`` of the float. The pipeline trains every seed at the chosen rate."""
+    chosen, following = choose_run(run_dirs)
+    runs = sorted(((read_config(d).learning_rate, Path(d)) for d in run_dirs), key=lambda item: item[0])
+    choice = {
+        "learning_rate": read_config(chosen).learning_rate,
+        "next_learning_rate": following,
+        "dev_uas": {repr(rate): read_summary(d)["best_dev_uas"] for rate, d in runs},
+        "runs": {repr(rate): str(d) for rate, d in runs},
+    }
+    write_json(Path(out), choice)
+    return choice
+
+
+def chosen_learning_rate(path: Path) -> float:
+    """The learning rate of a choice written by ``record_choice``; CorruptFileError naming the file
+    when it holds none."""
+    rate = check_fields(Path(path), read_json(Path(path)), ("learning_rate",))["learning_rate"]
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or not rate > 0:
+        raise CorruptFileError(f"{path}: learning_rate must be a positive number, got {rate!r}")
+    return float(rate)

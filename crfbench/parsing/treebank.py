@@ -32,6 +32,8 @@ from ..data.location import DataDir, Source, resolve_data_dir
 
 #: The parsing datasets: language code -> ``crfbench.data.ud.TREEBANKS`` key.
 LANGUAGES: tuple[str, ...] = ("en", "vi", "zh", "ja")
+#: The task name of the parsing datasets (their facts' ``task``, which tells a parser run's folder).
+TASK = "parse"
 #: The UPOS tag of punctuation (the words the second attachment score leaves out).
 PUNCTUATION = "PUNCT"
 
@@ -96,7 +98,7 @@ class ParseData:
         """The facts recorded with every run (never any text)."""
         return {
             "name": self.name,
-            "task": "parse",
+            "task": TASK,
             "protocol": self.protocol,
             "proxy": self.proxy,
             "sentences": {"train": len(self.train), "dev": len(self.dev), "test": len(self.test)},

@@ -3,29 +3,34 @@ paper's Table 1 (``crfbench.report.parsing``) and its parsing claims (sparsemap-
 ``crfbench.report.parse_claims``) to tables, columns and names.
 
 A parser run (``crfbench parse train|evaluate``) writes the run-folder files of ``crfbench.schema``,
-gathered like the taggers' into the results tables named below; its rows are told apart by their
-dataset (``ud-parse-<language>``, ``crfbench.parsing.treebank.dataset_name``). Should the parser's
-rows move to tables of their own, only this module changes.
+gathered as the taggers' are, into tables of their own under ``results/parse/`` (``PARSE_*_TABLE``)
+with the taggers' columns; their datasets are ``ud-parse-<language>``
+(``crfbench.parsing.treebank.dataset_name``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
 from ..parsing.treebank import LANGUAGES, dataset_name
-from ..schema import CURVES_TABLE, METRICS_TABLE, SENTENCES_TABLE
+from ..schema import (
+    CURVE_COLUMNS,
+    CURVE_NUMBERS,
+    METRICS_COLUMNS,
+    PARSE_CURVES_TABLE,
+    PARSE_METRICS_TABLE,
+    PARSE_SENTENCES_TABLE,
+    SENTENCE_COLUMNS,
+    SENTENCE_NUMBERS,
+)
 from ..uses import PARSER_DECODER
 
-#: The results tables that hold the parser's rows: evaluation rows (``METRICS_COLUMNS``), test
-#: sentences' counts (``tokens`` = words, ``correct`` = words with the gold head) and dev curves.
-PARSE_METRICS_TABLE = METRICS_TABLE
-PARSE_SENTENCES_TABLE = SENTENCES_TABLE
-PARSE_CURVES_TABLE = CURVES_TABLE
-#: The curves' column holding a SparseMAP-trained parser's mean support size per epoch (trees per
-#: sentence); empty for the other losses.
-TREE_SUPPORT = "support_size"
+#: The curves' column holding a SparseMAP-trained parser's mean support size on dev per epoch
+#: (trees per sentence); empty for the other losses.
+TREE_SUPPORT = "dev_support"
 #: The parsing datasets, in ``treebank.LANGUAGES`` order, and the language each one is.
 PARSE_DATASETS: tuple[str, ...] = tuple(dataset_name(language) for language in LANGUAGES)
 LANGUAGE_OF = dict(zip(PARSE_DATASETS, LANGUAGES, strict=True))
@@ -56,8 +61,21 @@ class ParseResults:
 
 
 def parse_results(metrics: pd.DataFrame, sentences: pd.DataFrame, curves: pd.DataFrame) -> ParseResults:
-    """The parser's rows of the results tables read from ``PARSE_*_TABLE`` (the taggers' tables)."""
+    """The parser's rows of evaluation rows (``METRICS_COLUMNS``), test sentences' counts
+    (``tokens`` = words, ``correct`` = words with the gold head) and dev curves."""
     return ParseResults(*(_parsing_rows(table) for table in (metrics, sentences, curves)))
+
+
+def read_parse_results(results_dir: Path) -> ParseResults:
+    """The parsers' tables under ``results_dir`` (``PARSE_*_TABLE``; each empty when absent)."""
+    from .inputs import read_results
+
+    results_dir = Path(results_dir)
+    return parse_results(
+        read_results(results_dir / PARSE_METRICS_TABLE, METRICS_COLUMNS),
+        read_results(results_dir / PARSE_SENTENCES_TABLE, SENTENCE_COLUMNS, SENTENCE_NUMBERS),
+        read_results(results_dir / PARSE_CURVES_TABLE, CURVE_COLUMNS, CURVE_NUMBERS),
+    )
 
 
 def _parsing_rows(table: pd.DataFrame) -> pd.DataFrame:

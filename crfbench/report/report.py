@@ -41,7 +41,7 @@ from .ledger import claim_ledger, ledger_csv
 from .newton import newton_figures, newton_sections, read_newton
 from .page import LEDGER_FILES, NO_AGREEMENT, Report, index_html, readme, table_file
 from .paper import load_paper
-from .parse_inputs import parse_results
+from .parse_inputs import read_parse_results
 from .parsing import PARSE_SKIPPED, parse_sections, write_sections
 from .regime import dataset_statistics, regimes
 from .render import csv_text, latex, markdown
@@ -134,7 +134,7 @@ def render_report(
     if not newton:
         absent.append("results/newton/ holds no Newton-CRF study: no Newton tables.")
     metrics, timing = files[METRICS_TABLE], files[TIMING_TABLE]
-    parse = parse_results(metrics, sentences, curves)
+    parse = read_parse_results(results_dir)
     stats = {
         "score": score_stats(metrics),
         "violations": violation_stats(metrics),

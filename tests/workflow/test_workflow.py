@@ -41,6 +41,8 @@ def test_every_config_validates_and_plans_every_rule(workdir: Path, configfile: 
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     for rule in ("prepare_data", "train", "evaluate", "time", "aggregate_metrics", "report"):
         assert f"\n{rule} " in result.stdout, rule
+    for rule in ("parse_settings", "parse_train", "parse_evaluate", "aggregate_parse"):
+        assert f"\n{rule} " in result.stdout, rule
 
 
 def test_a_given_config_replaces_the_default_instead_of_merging(workdir: Path) -> None:
@@ -70,6 +72,78 @@ def test_timing_scores_with_the_crf_model_and_costly_decoders_stay_on_their_loss
     assert " sparsemap " in evaluations["results/runs/ud-pos-nl/L0/m-sparsemap/2"]
     assert "sparsemap" not in evaluations["results/runs/ud-pos-nl/L0/bcrf/0"]
     assert " bcrf-10 " in evaluations["results/runs/ud-pos-nl/L0/bcrf/0"]
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """The job-stats table of a dry run: rule -> jobs planned."""
+    table = output.split("Job stats:")[1].split("\ntotal")[0]
+    rows = [line.split() for line in table.splitlines()[3:]]
+    return {row[0]: int(row[1]) for row in rows if len(row) == 2}
+
+
+def test_parsers_train_every_seed_at_the_rate_their_grid_chose(workdir: Path) -> None:
+    """Smoke profile: each loss's grid runs (its seed, each rate) feed one choice, which the seed
+    runs train at; each run is evaluated, the tables gathered and read by the report."""
+    result = snakemake(
+        "-n", "--cores", "2", "--configfile", "config/smoke.yaml", "--printshellcmds", cwd=workdir
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    commands = [line for line in result.stdout.splitlines() if "-m crfbench parse " in line]
+    grid = sorted(line.split("--run-dir ")[1].split()[0] for line in commands if "--learning-rate 0" in line)
+    assert grid == [
+        f"results/smoke/parse/lr/vi/{loss}/seed0/lr{rate}"
+        for loss in ("crf", "sparsemap")
+        for rate in ("0.002", "0.004")
+    ]
+    runs = [line for line in commands if " parse train " in line and "--learning-rate-from" in line]
+    assert sorted(line.split("--learning-rate-from ")[1].split()[0] for line in runs) == [
+        f"results/smoke/parse/lr/vi/{loss}/chosen.json" for loss in ("crf", "sparsemap")
+    ]
+    trained = [line for line in commands if " parse train " in line]
+    assert len(trained) == 6 and all("--config results/smoke/parse/settings/vi/" in line for line in trained)
+    evaluated = sorted(
+        line.split("--run-dir ")[1].split()[0] for line in commands if " parse evaluate " in line
+    )
+    assert evaluated == [f"results/smoke/parse/runs/vi/{loss}/0" for loss in ("crf", "sparsemap")]
+    report = result.stdout.split("\nrule report:")[1].split("\n\n")[0]
+    assert "results/smoke/parse/metrics.csv" in report and "results/smoke/parse/curves.csv" in report
+
+
+def test_the_paper_profile_chooses_each_languages_rates_on_its_own_grid(workdir: Path) -> None:
+    result = snakemake("-n", "--cores", "2", "--configfile", "config/paper.yaml", cwd=workdir)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    counts = job_counts(result.stdout)
+    cells = 4 * 4  # languages x losses
+    assert counts["parse_grid_train"] == cells * 5 and counts["parse_choose_lr"] == cells
+    assert counts["parse_train"] == counts["parse_evaluate"] == cells * 5  # seeds
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "named"),
+    [
+        (
+            "epochs: 1, batch_size: 4, max_train_sentences: 8",
+            "epochs: 0, batch_size: 4, max_train_sentences: 8",
+            "epochs",
+        ),
+        (
+            "{epochs: 1, batch_size: 4, max_train_sentences: 8",
+            "{seed: 3, epochs: 1, batch_size: 4, max_train_sentences: 8",
+            "'seed'",
+        ),
+        ("grid: [0.002, 0.004], seed: 0", "grid: [0.002, 0.004], seed: 0, language: en", "'en'"),
+    ],
+)
+def test_a_bad_parser_setting_fails_the_dry_run_naming_it(
+    workdir: Path, tmp_path: Path, old: str, new: str, named: str
+) -> None:
+    text = (workdir / "config/smoke.yaml").read_text()
+    assert text.count(old) == 1  # the parsers' settings alone
+    config = edit_smoke(workdir, tmp_path, old, new)
+    result = snakemake("-n", "--cores", "1", "--configfile", str(config), cwd=workdir)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert named in output and "parsing" in output, output[-2000:]
 
 
 def test_a_decoder_restricted_to_an_unknown_loss_fails_naming_it(workdir: Path, tmp_path: Path) -> None:

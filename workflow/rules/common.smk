@@ -434,3 +434,88 @@ def tree_solver_tables():
 def ocr_folds(name):
     """Every OCR fold's ``name`` file (``schema.OCR_FOLD_TABLE`` or ``OCR_FOLD_WORDS``)."""
     return [f"{OCR_FOLD.format(fold=fold)}/{name}" for fold in BETHE.get("ocr", {}).get("folds", [])]
+
+
+# The SparseMAP paper's dependency parsers (rules/parse.smk): languages x losses x seeds, each
+# (language, loss) at the learning rate its grid runs chose on dev, or at the grid's one rate.
+PARSING = config.get("parsing", {})
+PARSE_RUN = f"{RESULTS}/{schema.PARSE_RUN_DIR}"
+PARSE_GRID_RUN = f"{RESULTS}/{schema.PARSE_GRID_RUN_DIR}"
+#: Settings the pipeline gives each parser run itself, never the config's `parsing.settings`.
+PARSE_RUN_OWN = ("dataset", "loss", "seed", "learning_rate", "device", "threads")
+
+
+def parse_runs():
+    """Every (language, loss, seed) of the parsers the config asks for."""
+    for language in PARSING.get("languages", []):  # no `parsing` section: no parsers
+        for loss in PARSING["losses"]:
+            for seed in PARSING["seeds"]:
+                yield language, loss, seed
+
+
+def learning_rate_grid():
+    """The learning rates tried on dev, as the grid runs' folders spell them (Python's repr)."""
+    return [repr(float(rate)) for rate in PARSING["learning_rate"]["grid"]]
+
+
+def parse_settings(language, loss):
+    """The settings of a (language, loss)'s parser runs but seed and learning rate (ParseConfig
+    fields), the grid's one rate when it has only one."""
+    settings = {**PARSING.get("settings", {}), "dataset": language, "loss": loss}
+    settings |= {"device": config["device"], "threads": config["threads"]}
+    grid = PARSING["learning_rate"]["grid"]
+    if len(grid) == 1:
+        settings["learning_rate"] = float(grid[0])
+    return canonical(settings)
+
+
+def parse_learning_rate_file(language, loss):
+    """The choice a (language, loss)'s runs train at: made on `learning_rate.language` when the
+    config names one (shared by every language), else on the run's own; [] for a fixed rate."""
+    if len(PARSING["learning_rate"]["grid"]) == 1:
+        return []
+    on = PARSING["learning_rate"].get("language") or language
+    return [f"{RESULTS}/{schema.PARSE_LEARNING_RATE_FILE}".format(language=on, loss=loss)]
+
+
+def parse_grid_runs(language, loss):
+    """The finished grid runs (train.json) that choose a (language, loss)'s learning rate."""
+    seed = PARSING["learning_rate"]["seed"]
+    runs = [PARSE_GRID_RUN.format(language=language, loss=loss, seed=seed, learning_rate=rate) for rate in learning_rate_grid()]
+    return [os.path.join(run, schema.SUMMARY_FILE) for run in runs]
+
+
+def parse_run_files(name):
+    """The file ``name`` (a ``crfbench.schema`` run-folder file) of every parser run."""
+    return [os.path.join(PARSE_RUN.format(language=l, loss=o, seed=s), name) for l, o, s in parse_runs()]
+
+
+def parse_tables():
+    """The parsers' results tables (metrics, sentences, curves), when the config asks for parsers."""
+    if not PARSING:
+        return []
+    tables = (schema.PARSE_METRICS_TABLE, schema.PARSE_SENTENCES_TABLE, schema.PARSE_CURVES_TABLE)
+    return [results_file(name) for name in tables]
+
+
+def check_parse_settings():
+    """Every (language, loss)'s parser settings through ``ParseConfig`` at parse time, with each
+    rate of the grid, so that a bad value fails the dry run naming it."""
+    from crfbench.parsing.run import ParseConfig
+
+    if not PARSING:
+        return
+    given = [name for name in PARSE_RUN_OWN if name in PARSING.get("settings", {})]
+    if given:
+        raise WorkflowError(f"config: parsing: settings: {given[0]!r} is set by the pipeline, not here")
+    language = PARSING["learning_rate"].get("language")
+    if language is not None and language not in PARSING["languages"]:
+        raise WorkflowError(f"config: parsing: learning_rate: language {language!r} is not in parsing.languages")
+    for language in PARSING["languages"]:
+        for loss in PARSING["losses"]:
+            for rate in PARSING["learning_rate"]["grid"]:
+                settings = parse_settings(language, loss) | {"learning_rate": float(rate)}
+                try:
+                    ParseConfig.from_dict(settings | {"seed": PARSING["seeds"][0]})
+                except (TypeError, ValueError) as error:
+                    raise WorkflowError(f"config: parsing ({language}, loss {loss}): {error}") from None

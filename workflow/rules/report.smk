@@ -85,6 +85,7 @@ rule report:
         bethe=reference(bethe_tables()),
         newton=reference(newton_tables()),
         tree_solvers=reference(tree_solver_tables()),
+        parse=reference(parse_tables()),
     output:
         report(f"{REPORTS}/index.html", caption="../report/index.rst", category="Report"),
         f"{REPORTS}/README.md",

@@ -4,20 +4,14 @@ line's one-line errors."""
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from crfbench import cli
-from crfbench.data import ud
-from crfbench.data.location import DataDir
-from crfbench.parsing import treebank
 from crfbench.parsing.evaluate import evaluate
-from crfbench.parsing.model import ParserConfig
-from crfbench.parsing.run import ParseConfig
-from crfbench.parsing.train import choose_run, train
+from crfbench.parsing.run import ParseConfig, load_settings
+from crfbench.parsing.train import choose_run, chosen_learning_rate, train
 from crfbench.schema import (
     CONFIG_FILE,
     EVALUATION_FILE,
@@ -26,19 +20,7 @@ from crfbench.schema import (
     SENTENCES_FILE,
     SUMMARY_FILE,
 )
-
-SMALL = ParserConfig(word_dim=32, upos_dim=8, lstm_dim=32, mlp_dim=32)
-
-
-@pytest.fixture(scope="module")
-def ewt_dev() -> treebank.ParseData:
-    """30 training, 20 dev and 20 test sentences, all from English-EWT's dev file."""
-    root = os.environ.get("CRFBENCH_DATA", "")
-    source = DataDir(Path(root)).read(ud.TREEBANKS["en"].file("dev")) if root else None
-    if source is None:
-        pytest.skip("English-EWT's dev file is not in $CRFBENCH_DATA")
-    parses = tuple(treebank.read_parses(source)[:70])
-    return treebank.ParseData("en", parses[:30], parses[30:50], parses[50:], "standard", {})
+from tests.crfbench.parsing.tiny import SMALL
 
 
 def test_tiny_crf_run_trains_and_evaluates(ewt_dev, tmp_path):
@@ -74,6 +56,15 @@ def test_tiny_crf_run_trains_and_evaluates(ewt_dev, tmp_path):
         train(ParseConfig("en", "ssvm", epochs=1, parser=SMALL), tmp_path, data=ewt_dev)
 
 
+def test_same_seed_same_run(ewt_dev, tmp_path):
+    config = ParseConfig("en", "ssvm", epochs=1, batch_size=10, max_train_sentences=10, parser=SMALL)
+    first = train(config, tmp_path / "a", data=ewt_dev, log=None)["history"]
+    second = train(config, tmp_path / "b", data=ewt_dev, log=None)["history"]
+    assert [(e["train_loss"], e["dev_uas"]) for e in first] == [
+        (e["train_loss"], e["dev_uas"]) for e in second
+    ]
+
+
 def test_every_epoch_logs_one_line_to_stderr_and_no_bar_off_a_terminal(ewt_dev, tmp_path, capsys):
     config = ParseConfig("en", "ssvm", epochs=2, batch_size=10, max_train_sentences=10, parser=SMALL)
     summary = train(config, tmp_path, data=ewt_dev)  # the default log: stderr, the pipeline's log
@@ -85,25 +76,22 @@ def test_every_epoch_logs_one_line_to_stderr_and_no_bar_off_a_terminal(ewt_dev, 
     assert [entry["learning_rate"] for entry in summary["history"]] == [2e-3] * 3
 
 
-def test_same_seed_same_run(ewt_dev, tmp_path):
-    config = ParseConfig("en", "ssvm", epochs=1, batch_size=10, max_train_sentences=10, parser=SMALL)
-    first = train(config, tmp_path / "a", data=ewt_dev, log=None)["history"]
-    second = train(config, tmp_path / "b", data=ewt_dev, log=None)["history"]
-    assert [(e["train_loss"], e["dev_uas"]) for e in first] == [
-        (e["train_loss"], e["dev_uas"]) for e in second
-    ]
-
-
-def test_choose_run_reads_finished_runs(tmp_path):
+def fake_finished_runs(root, loss: str, dev_uas: dict[float, float]) -> list:
+    """Run folders with the settings and summary of finished runs that differ in learning rate."""
     runs = []
-    for rate, uas in ((1e-3, 0.4), (2e-3, 0.6), (4e-3, 0.5)):
-        run_dir = tmp_path / str(rate)
+    for rate, uas in dev_uas.items():
+        run_dir = root / f"lr{rate!r}"
         run_dir.mkdir()
-        config = ParseConfig("en", "crf", learning_rate=rate)
+        config = ParseConfig("en", loss, learning_rate=rate)
         (run_dir / CONFIG_FILE).write_text(json.dumps({"config": config.to_dict()}))
         (run_dir / SUMMARY_FILE).write_text(json.dumps({"best_dev_uas": uas, "learning_rate": rate}))
         runs.append(run_dir)
-    assert choose_run(runs) == (tmp_path / "0.002", None)
+    return runs
+
+
+def test_choose_run_reads_finished_runs(tmp_path):
+    runs = fake_finished_runs(tmp_path, "crf", {1e-3: 0.4, 2e-3: 0.6, 4e-3: 0.5})
+    assert choose_run(runs) == (runs[1], None)
     other = tmp_path / "other"
     other.mkdir()
     (other / CONFIG_FILE).write_text(json.dumps({"config": ParseConfig("en", "ssvm").to_dict()}))
@@ -112,8 +100,6 @@ def test_choose_run_reads_finished_runs(tmp_path):
 
 
 def run(capsys, *argv: object) -> tuple[int, str]:
-    """Exit status and stderr of ``crfbench *argv``, with ``--allow-dirty`` (the tests may run from
-    a checkout with uncommitted changes)."""
     try:
         code = cli.main(["--allow-dirty", *(str(arg) for arg in argv)])
     except SystemExit as stop:
@@ -144,3 +130,57 @@ def test_train_argument_errors_are_one_line(capsys, tmp_path, argv, named):
 def test_evaluate_without_a_run(capsys, tmp_path):
     code, err = run(capsys, "parse", "evaluate", "--run-dir", tmp_path)
     assert code == 2 and err.startswith("crfbench parse: error: ") and CONFIG_FILE in err
+
+
+def test_choose_lr_writes_the_choice_that_train_reads(capsys, tmp_path):
+    runs = fake_finished_runs(tmp_path, "crf", {1e-3: 0.4, 2e-3: 0.6, 4e-3: 0.5})
+    code, err = run(capsys, "parse", "choose-lr", "--run-dirs", *runs, "--out", tmp_path / "chosen.json")
+    assert code == 0, err
+    choice = json.loads((tmp_path / "chosen.json").read_text())
+    assert choice["learning_rate"] == 2e-3 and choice["next_learning_rate"] is None
+    assert choice["dev_uas"] == {"0.001": 0.4, "0.002": 0.6, "0.004": 0.5}
+    assert chosen_learning_rate(tmp_path / "chosen.json") == 2e-3
+
+    edge = tmp_path / "edge"
+    edge.mkdir()
+    runs = fake_finished_runs(edge, "crf", {1e-3: 0.7, 2e-3: 0.6})
+    assert (
+        cli.main(["parse", "choose-lr", "--run-dirs", *map(str, runs), "--out", str(edge / "chosen.json")])
+        == 0
+    )
+    assert "would try 0.0005 next" in capsys.readouterr().out
+    assert json.loads((edge / "chosen.json").read_text())["next_learning_rate"] == 5e-4
+
+
+def test_a_choice_without_a_rate_is_refused_naming_the_file(capsys, tmp_path):
+    (tmp_path / "chosen.json").write_text(json.dumps({"learning_rate": "fast"}))
+    code, err = run(
+        capsys, "parse", "train", "--dataset", "en", "--loss", "crf", "--run-dir", tmp_path / "run",
+        "--learning-rate-from", tmp_path / "chosen.json",
+    )  # fmt: skip
+    assert code == 2 and "chosen.json" in err and "learning_rate" in err and len(err.splitlines()) == 1
+
+
+def test_settings_file_with_flags_over_it(tmp_path):
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"dataset": "vi", "loss": "ssvm", "epochs": 3, "parser": {"lstm_dim": 7}}))
+    config = load_settings(path, {"seed": 4, "learning_rate": 1e-3})
+    assert (config.dataset, config.loss, config.seed, config.epochs) == ("vi", "ssvm", 4, 3)
+    assert config.learning_rate == 1e-3 and config.parser.lstm_dim == 7
+    path.write_text(json.dumps({"dataset": "vi", "loss": "ssvm", "epochs": 0}))
+    with pytest.raises(ValueError, match=r"settings\.json: epochs: must be a positive integer"):
+        load_settings(path, {})
+    with pytest.raises(ValueError, match="--loss: required"):
+        load_settings(None, {"dataset": "vi"})
+
+
+def test_a_changed_run_is_refused_or_restarted(ewt_dev, tmp_path):
+    config = ParseConfig("en", "crf", epochs=1, batch_size=10, max_train_sentences=10, parser=SMALL)
+    train(config, tmp_path, data=ewt_dev, log=None)
+    (tmp_path / EVALUATION_FILE).write_text("left by the old run\n")
+    changed = ParseConfig("en", "crf", epochs=1, batch_size=5, max_train_sentences=10, parser=SMALL)
+    with pytest.raises(ValueError, match="--restart-if-changed"):
+        train(changed, tmp_path, data=ewt_dev, log=None)
+    train(changed, tmp_path, data=ewt_dev, log=None, restart_if_changed=True)
+    assert json.loads((tmp_path / CONFIG_FILE).read_text())["config"]["batch_size"] == 5
+    assert not (tmp_path / EVALUATION_FILE).exists()  # the old run's files went with it

@@ -25,7 +25,7 @@ from crfbench.report.parsing import (
     table1,
 )
 from crfbench.report.study_cells import TREE_SUPPORT_METRIC, tree_sparsity_cells
-from crfbench.schema import CURVE_COLUMNS, SENTENCE_COLUMNS
+from crfbench.schema import CURVE_COLUMNS, PARSE_METRICS_TABLE, PARSE_SENTENCES_TABLE, SENTENCE_COLUMNS
 
 from .fixtures import RUN, render_with_claims, write_results
 
@@ -110,7 +110,7 @@ def _curves() -> pd.DataFrame:
     rows += _curve("ud-parse-en", "sparsemap", 1, [30.0, 6.0, 2.0], best=2)
     rows += _curve("ud-parse-en", "m-sparsemap", 0, [30.0, 2.0, 2.5], best=2)  # rose after epoch 1
     rows += _curve("ud-parse-en", "crf", 0, [None, None], best=1)  # no support: not a SparseMAP loss
-    return pd.DataFrame(rows, columns=[*CURVE_COLUMNS, TREE_SUPPORT])
+    return pd.DataFrame(rows, columns=list(dict.fromkeys([*CURVE_COLUMNS, TREE_SUPPORT])))
 
 
 def _parse() -> ParseResults:
@@ -295,9 +295,9 @@ def test_the_report_renders_the_section_only_with_parser_results(tmp_path: Path)
     assert not (without / "tables" / "sparsemap-table1-parsing.md").exists()
 
     results = write_results(tmp_path / "with" / "results")
-    metrics = pd.read_csv(results / "metrics.csv")
-    pd.concat([metrics, _metrics()], ignore_index=True).to_csv(results / "metrics.csv", index=False)
-    _sentences().to_csv(results / "sentences.csv.gz", index=False)
+    (results / "parse").mkdir()
+    _metrics().to_csv(results / PARSE_METRICS_TABLE, index=False)
+    _sentences().to_csv(results / PARSE_SENTENCES_TABLE, index=False)
     out = render_with_claims(tmp_path / "with", results, claims, {"sparsemap_tables.csv": PAPER})
     page = (out / "index.html").read_text()
     assert html.escape(PARSE_SKIPPED) not in page and "zh (proxy)" in page
