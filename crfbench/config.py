@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -214,3 +215,17 @@ def _blame(path: Path | None, from_file: dict[str, Any], overrides: Sequence[str
         else:
             return "--set: "
     return f"{path}: " if path is not None else ""
+
+
+#: Pipeline config keys that say where jobs run or what they may write, not what they compute: left
+#: out of :func:`profile_digest`.
+PLACEMENT_KEYS = ("cluster", "allow_dirty", "data_dir")
+
+
+def profile_digest(config: Mapping[str, Any]) -> str:
+    """The SHA-256 of a pipeline config as Snakemake validated it (defaults filled in), without its
+    :data:`PLACEMENT_KEYS`: the report job records it beside the profile's notes, and a checkout's
+    committed results count as the reference run of a config only when their digest is its own
+    (``workflow/rules/common.smk``, ``reference``)."""
+    kept = {key: value for key, value in config.items() if key not in PLACEMENT_KEYS}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()

@@ -4,13 +4,17 @@ rerun or a changed input still reruns what depends on it (issue 49)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from snakemake.utils import validate
 
+from crfbench.config import profile_digest
+from crfbench.io import write_json
 from tests.workflow.pipeline import ROOT, SNAKEMAKE, WORKFLOW_FILES, snakemake
 
 pytestmark = pytest.mark.skipif(
@@ -33,6 +37,7 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in WORKFLOW_FILES:  # the code under test, committed or not
         shutil.rmtree(target / name)
         shutil.copytree(ROOT / name, target / name)
+    record_as_the_configs_run(target)
     committed = subprocess.run(
         ["git", "-C", str(target), "ls-files", "results", "reports"],
         capture_output=True,
@@ -43,6 +48,29 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for second, name in enumerate(sorted(committed, key=rank)):
         os.utime(target / name, (1_000_000 + second, 1_000_000 + second))
     return target
+
+
+#: Config sections whose studies joined after the committed run, and the table each one makes.
+LATER_STUDIES = {"parsing": "results/parse/metrics.csv", "tree_solvers": "results/sparsemap/tree-solvers.csv"}
+
+
+def record_as_the_configs_run(clone: Path) -> None:
+    """Make ``clone``'s committed results the reference run of its default config, as the report job
+    does: the config's digest beside the committed notes. The studies of :data:`LATER_STUDIES`
+    whose tables the committed run lacks are left out of that config first, so that its run is the
+    one committed."""
+    yaml = pytest.importorskip("yaml")
+    config_file = clone / "config/config.yaml"
+    config = yaml.safe_load(config_file.read_text())
+    for section, table in LATER_STUDIES.items():
+        if not (clone / table).exists():
+            config.pop(section, None)
+    config_file.write_text(yaml.safe_dump(config, allow_unicode=True, sort_keys=False))
+    validate(config, str(clone / "workflow/schemas/config.schema.yaml"))  # as the Snakefile: defaults in
+    notes_file = clone / "results/report-notes.json"
+    write_json(notes_file, json.loads(notes_file.read_text()) | {"config_digest": profile_digest(config)})
+    git = ["git", "-C", str(clone), "-c", "user.name=test", "-c", "user.email=test@example.org"]
+    subprocess.run([*git, "commit", "-q", "-am", "the reference run of this config"], check=True)
 
 
 def planned_jobs(result: subprocess.CompletedProcess[str]) -> set[str]:
@@ -56,6 +84,13 @@ def planned_jobs(result: subprocess.CompletedProcess[str]) -> set[str]:
 
 def test_a_fresh_clone_has_nothing_to_do(clone: Path) -> None:
     assert planned_jobs(snakemake("-n", "--cores", "2", cwd=clone)) == set()
+
+
+def test_a_clone_under_another_config_plans_the_run(clone: Path) -> None:
+    """The committed results are the reference run of their config only: under another setting
+    their timestamps count again (here: every output older than its inputs)."""
+    planned = planned_jobs(snakemake("-n", "--cores", "2", "--config", "sweep_sentences=50", cwd=clone))
+    assert {"report", "all"} <= planned
 
 
 def test_a_forced_rerun_still_rerenders_the_report(clone: Path) -> None:

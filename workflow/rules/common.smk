@@ -13,13 +13,15 @@ from snakemake.exceptions import WorkflowError
 
 from crfbench import schema  # every results file's name, relative to the results folder
 from crfbench.cli_args import ALLOW_DIRTY_VARIABLE
-from crfbench.config import RunConfig, check_device_available
+from crfbench.config import RunConfig, check_device_available, profile_digest
 from crfbench.data import citation, ocr
 from crfbench.data.location import ENV_VAR as DATA_VARIABLE
 from crfbench.data.registry import source_folder
 from crfbench.io import write_json  # atomic, as every output of the engine
 from crfbench.objectives import DECODERS, LOSSES
 
+#: The config as given and validated, before the defaults below: what its committed run records.
+PROFILE_DIGEST = profile_digest(config)
 config.setdefault("decoders", list(DECODERS))  # every decoder of implementations.registry
 RESULTS = config["results_dir"]
 REPORTS = config["reports_dir"]
@@ -274,8 +276,9 @@ def changed_reference_files():
 
 @functools.cache
 def reference_as_checked_out():
-    """Whether this checkout holds the committed reference run just as git wrote it: nothing under
-    the results and reports folders differs from the commit, Snakemake has recorded no job here
+    """Whether this checkout holds the committed reference run of this config just as git wrote it:
+    the results record this config's digest (``crfbench.config.profile_digest``), nothing under the
+    results and reports folders differs from the commit, Snakemake has recorded no job here
     (``.snakemake/metadata`` is empty) and no rerun is forced. Evaluated when the DAG is built, once
     the forcing options are known."""
     forced = workflow.dag_settings
@@ -283,7 +286,16 @@ def reference_as_checked_out():
         return False
     if any(path.is_file() for path in Path(".snakemake/metadata").rglob("*")):
         return False
-    return changed_reference_files() == set()
+    return committed_profile_digest() == PROFILE_DIGEST and changed_reference_files() == set()
+
+
+def committed_profile_digest():
+    """The config digest that the report job recorded with the results (``REPORT_NOTES``), or None:
+    results made under another config (other seeds, data or settings) are not this config's run."""
+    try:
+        return json.loads(Path(results_file(schema.REPORT_NOTES)).read_text()).get("config_digest")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def reference(paths, made_by_a_rule=True):

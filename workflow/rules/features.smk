@@ -17,6 +17,8 @@ rule features:
     log:
         f"{RESULTS}/logs/features/{{dataset}}/{{encoder}}.log",
     threads: config["threads"]
+    resources:
+        **cluster_resources(),
     shell:
         "CRFBENCH_DATA={params.data_dir:q} {params.cli} features --config {input.settings} "
         "--manifest {output} --no-progress > {log} 2>&1"

@@ -31,6 +31,7 @@ rule parse_grid_train:
     threads: config["threads"]
     resources:
         gpu=config["gpus_per_job"],
+        **cluster_resources(gpu=True),
     shell:
         "CRFBENCH_DATA={params.data_dir:q} {params.cli} parse train --config {input.settings} "
         "--seed {wildcards.seed} --learning-rate {wildcards.learning_rate} --run-dir {params.run_dir} "
@@ -67,6 +68,7 @@ rule parse_train:
     threads: config["threads"]
     resources:
         gpu=config["gpus_per_job"],
+        **cluster_resources(gpu=True),
     shell:
         "CRFBENCH_DATA={params.data_dir:q} {params.cli} parse train --config {input.settings} "
         "--seed {wildcards.seed} {params.learning_rate} --run-dir {params.run_dir} "
@@ -88,6 +90,7 @@ rule parse_evaluate:
     threads: config["threads"]
     resources:
         gpu=config["gpus_per_job"],
+        **cluster_resources(gpu=True),
     shell:
         "CRFBENCH_DATA={params.data_dir:q} {params.cli} parse evaluate --run-dir {params.run_dir} > {log} 2>&1"
 

@@ -101,7 +101,7 @@ rule report:
         paper=lambda w: paper_tables(),
         results=lambda w, input: os.path.dirname(input.metrics),
         reports=lambda w, output: os.path.dirname(output[0]),
-        notes={"profile": config.get("profile", ""), "notes": config["notes"]},
+        notes={"profile": config.get("profile", ""), "notes": config["notes"], "config_digest": PROFILE_DIGEST},
     log:
         f"{RESULTS}/logs/report.log",
     resources:

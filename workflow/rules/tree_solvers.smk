@@ -11,7 +11,9 @@ rule tree_solvers:
         ),
     log:
         f"{RESULTS}/logs/sparsemap/tree-solvers.log",
-    threads: workflow.cores
+    threads: alone_threads()
+    resources:
+        **cluster_resources(exclusive=True),
     priority: -1
     shell:
         "{params.cli} sparsemap trees {params.options} --out {output} --overwrite > {log} 2>&1"
