@@ -14,6 +14,7 @@ A run's folder (file names: ``crfbench.schema``) holds:
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -118,24 +119,37 @@ def record_run(
     engine's files (``RUN_FILES``) so the run starts afresh: what a pipeline wants when a setting
     of the config changed, or when a run failed on settings that have since been fixed.
     """
+    if recorded_settings_kept(run_dir, config.to_dict(), RUN_FILES, restart_if_changed):
+        return
     path = Path(run_dir) / CONFIG_FILE
-    if path.exists():
-        previous = check_fields(path, read_json(path), ("config",))["config"]
-        if previous == config.to_dict():
-            return
-        if not restart_if_changed:
-            raise ValueError(
-                f"{path}: this run directory was made with different settings; use a new one "
-                "(or --restart-if-changed to discard that run)"
-            )
-        for name in RUN_FILES:
-            (Path(run_dir) / name).unlink(missing_ok=True)
     header = {
         "config": config.to_dict(),
         "dataset": describe_dataset(dataset),
         "environment": environment.describe(device),
     }
     write_json(path, header)
+
+
+def recorded_settings_kept(
+    run_dir: Path, settings: dict[str, Any], run_files: Iterable[str], restart_if_changed: bool
+) -> bool:
+    """Whether ``run_dir/config.json`` records ``settings`` (a run being resumed: keep it). A folder
+    made with other settings is refused (ValueError naming the file), or with ``restart_if_changed``
+    emptied of ``run_files`` (False, as for a new folder): what a pipeline wants when a setting of
+    its config changed, or when a run failed on settings that have since been fixed."""
+    path = Path(run_dir) / CONFIG_FILE
+    if not path.exists():
+        return False
+    if check_fields(path, read_json(path), ("config",))["config"] == settings:
+        return True
+    if not restart_if_changed:
+        raise ValueError(
+            f"{path}: this run directory was made with different settings; use a new one "
+            "(or --restart-if-changed to discard that run)"
+        )
+    for name in run_files:
+        (Path(run_dir) / name).unlink(missing_ok=True)
+    return False
 
 
 def read_run_config(run_dir: Path) -> RunConfig:

@@ -26,7 +26,7 @@ from torch import Tensor
 from .. import environment
 from ..config import check_device_available, parse_device
 from ..io import CorruptFileError, check_fields, load_torch, read_json, save_torch, write_json
-from ..run_folder import summary_curve
+from ..run_folder import recorded_settings_kept, summary_curve
 from ..schema import CONFIG_FILE, EVALUATION_FILE, MODEL_FILE, SENTENCES_FILE, SUMMARY_FILE
 from ..uses import PARSER_DECODER, PARSER_LOSSES, Use, check_names
 from .losses import decode, support_sizes
@@ -132,19 +132,10 @@ def record_run(
     """Write ``config.json``, or check that the folder's has the same settings: a folder made with
     others is refused (ValueError), or with ``restart_if_changed`` emptied of the run's files
     (``RUN_FILES``) first, as the pipeline wants when a setting of its config changed."""
-    path = Path(run_dir) / CONFIG_FILE
-    if path.exists():
-        previous = check_fields(path, read_json(path), ("config",))["config"]
-        if previous != config.to_dict():
-            if not restart_if_changed:
-                raise ValueError(
-                    f"{path}: this run directory was made with different settings; use a new one "
-                    "(or --restart-if-changed to discard that run)"
-                )
-            for name in RUN_FILES:
-                (Path(run_dir) / name).unlink(missing_ok=True)
+    if recorded_settings_kept(run_dir, config.to_dict(), RUN_FILES, restart_if_changed):
+        return
     write_json(
-        path,
+        Path(run_dir) / CONFIG_FILE,
         {"config": config.to_dict(), "dataset": data.describe(), "environment": environment.describe(device)},
     )
 
