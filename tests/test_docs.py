@@ -25,7 +25,8 @@ MAIN_JOB = (
     f"python3.11 -m venv .venv && {TORCH}"
     '.venv/bin/pip install -c requirements/reference.txt -e ".[pipeline]" && '
     "CRFBENCH_DATA=../shared/data .venv/bin/snakemake --cores 2 --forcerun train time agreement "
-    "bethe_cgm bethe_ocr_fold bethe_citation_run newton_train newton_cost"
+    "bethe_cgm bethe_ocr_fold bethe_citation_run newton_train newton_cost parse_grid_train parse_train "
+    "tree_solvers"
 )
 TESTS = (
     f"python3.11 -m venv .venv && {TORCH}"

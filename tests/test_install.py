@@ -73,5 +73,5 @@ def test_pythons_3_11_to_3_13():
 
 def test_the_pipeline_extra_leaves_out_what_the_default_profile_does_not_use():
     names = {canonicalize_name(r.name) for r in _requirements(("pipeline",))}
-    assert {"snakemake", "jax", "asv", "cvxpy", "python-crfsuite", "pytorch-crf"} <= names
-    assert not names & {"transformers", "pytest-benchmark", "snakemake-executor-plugin-slurm"}
+    assert {"snakemake", "jax", "asv", "cvxpy", "python-crfsuite", "pytorch-crf", "transformers"} <= names
+    assert not names & {"pytest-benchmark", "snakemake-executor-plugin-slurm"}
