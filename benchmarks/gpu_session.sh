@@ -19,7 +19,7 @@
 # of the asv stage, each run in that order where named: a session that follows one which measured
 # torch's grid can go straight to JAX's with PARTS="jax roofline jax-loss".
 set -uo pipefail
-MACHINE=${1:?machine name, e.g. nvidia-h200: the device's name in results/asv/ and the nightly workflow}
+MACHINE=${1:?machine name, e.g. nvidia-h200, as results/asv/ and the nightly workflow name the device}
 BUDGET=${2:?wall-clock seconds}
 COMMIT=${3:?the commit checked out}
 START=$(date +%s)

@@ -150,7 +150,7 @@ def recovered(tmp_path_factory: pytest.TempPathFactory, undisturbed_workdir: Pat
     removed = downstream_outputs(workdir, RETRAINED / "train.json")
     assert workdir / RETRAINED / "train.json" in removed and workdir / RESULTS / "metrics.csv" in removed
     for path in [*removed, workdir / RETRAINED / "checkpoint.pt"]:
-        path.unlink()
+        shutil.rmtree(path) if path.is_dir() else path.unlink()  # the report's figures/ and tables/
     kill_mid_training(workdir)
     run_smoke(workdir)
     return workdir

@@ -95,7 +95,10 @@ def test_every_job_is_charged_to_the_account_with_a_time_and_memory_limit(submis
 
 
 def test_only_timing_jobs_get_a_node_of_their_own(submissions) -> None:
+    """The jobs that time something (Tables 2-3, the CGM solvers, the Newton solvers and Hv costs,
+    SparseMAP's solvers on trees) and no other."""
     alone = {
         comment.split("_wildcards_")[0] for comment, call in submissions.items() if "--exclusive" in call
     }
-    assert alone == {"rule_time", "rule_bethe_cgm", "rule_newton_train", "rule_newton_cost"}
+    timed = {"rule_time", "rule_bethe_cgm", "rule_newton_train", "rule_newton_cost", "rule_tree_solvers"}
+    assert alone == timed

@@ -8,6 +8,7 @@ import pytest
 
 from crfbench.report import ledger
 from crfbench.report.claims import (
+    CELL_COLUMNS,
     CONTRADICTED,
     INCONCLUSIVE,
     NOT_TESTABLE,
@@ -207,7 +208,7 @@ def test_the_bootstrap_is_reproducible_to_the_byte():
     sentences, claims = _sentences(runs), _claims(("bcrf-2", "bcrf", "accuracy"))
     first, second = (claim_ledger(claims, sentences, NO_TIMING, TASKS) for _ in range(2))
     assert [ledger_csv(table) for table in first] == [ledger_csv(table) for table in second]
-    assert ledger_csv(first[1]).splitlines()[0] == ",".join(ledger.CELL_COLUMNS)
+    assert ledger_csv(first[1]).splitlines()[0] == ",".join(CELL_COLUMNS)
     other_seed = claim_ledger(claims, sentences, NO_TIMING, TASKS, seed=1)[1]
     assert other_seed["ci_low"].iloc[0] != first[1]["ci_low"].iloc[0]
 

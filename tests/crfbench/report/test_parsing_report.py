@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from crfbench.report.claims import CLAIMS, NOT_REPRODUCED, REPRODUCED, BestOfClaim
+from crfbench.report.claims import CLAIMS, NOT_REPRODUCED, REPRODUCED, REPRODUCED_IN_DIRECTION, BestOfClaim
 from crfbench.report.ledger import claim_ledger
 from crfbench.report.parse_claims import PROXY_MARK, best_of_cells, dev_choices
 from crfbench.report.parse_inputs import MAP_DECODER, TREE_SUPPORT, ParseResults, parse_results
@@ -189,7 +189,8 @@ def test_without_parser_results_the_taggers_stand_in_as_a_labelled_proxy() -> No
     sentences = _tagger_sentences()
     summary, cells = claim_ledger(_claims_csv(), sentences, _timing(), TASKS, resamples=200)
     row = summary.set_index("claim").loc["sparsemap-1"]
-    assert row["verdict"] == REPRODUCED  # +10 points in both comparisons
+    # +10 points in both comparisons: beyond the paper's -0.21 to +1.45 (verdict rule v2's magnitude)
+    assert row["verdict"] == REPRODUCED_IN_DIRECTION
     assert row["reason"].startswith("proxy: no dependency-parsing cell") and "ud-pos-en" in row["reason"]
     assert set(cells.loc[cells["claim"] == "sparsemap-1", "dataset"]) == {"ud-pos-en"}
 
