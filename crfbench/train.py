@@ -16,10 +16,12 @@ folder holds, and how it is read and written: ``crfbench.run_folder``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import shutil
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +41,16 @@ from .schema import MODEL_FILE
 from .tuning import choose_learning_rate
 
 Log = Callable[[str], object]
+
+
+@dataclass(frozen=True)
+class _Call:
+    """How one call of :func:`train` runs, the same for every rate of a grid (see ``train``)."""
+
+    stop_after: int | None
+    progress: bool
+    restart_if_changed: bool
+    log: Log | None
 
 
 def plateau_schedule(
@@ -89,16 +101,8 @@ def train(
     device = check_device_available(config.device)
     dataset = load_dataset(config, data_dir)
     trainer = _train_grid if config.learning_rates is not None else _train_run
-    summary, _ = trainer(
-        config,
-        Path(run_dir),
-        dataset,
-        device,
-        stop_after=stop_after,
-        progress=progress,
-        restart_if_changed=restart_if_changed,
-        log=log,
-    )
+    call = _Call(stop_after, progress, restart_if_changed, log)
+    summary, _ = trainer(config, Path(run_dir), dataset, device, call)
     return summary
 
 
@@ -108,24 +112,17 @@ def grid_folder(run_dir: Path, rate: float) -> Path:
 
 
 def _train_grid(
-    config: RunConfig,
-    run_dir: Path,
-    dataset: Dataset,
-    device: torch.device,
-    *,
-    stop_after: int | None,
-    progress: bool,
-    restart_if_changed: bool,
-    log: Log | None,
+    config: RunConfig, run_dir: Path, dataset: Dataset, device: torch.device, call: _Call
 ) -> tuple[dict[str, Any], int]:
     """Train one run per rate of ``config.learning_rates`` (each in its ``grid_folder``, resumed
     like any run), then make the best dev score's the run's: its model and curve, with every
     rate's best dev score and the rate to try next (``choose_learning_rate``); the summary and the
     epochs this call trained."""
     assert config.learning_rates is not None
-    record_run(run_dir, config, dataset, device, restart_if_changed=restart_if_changed)
+    record_run(run_dir, config, dataset, device, restart_if_changed=call.restart_if_changed)
+    log = call.log
     summaries = {}
-    left, trained_here = stop_after, 0
+    left, trained_here = call.stop_after, 0
     for rate in config.learning_rates:
         if left is not None and left < 1:
             break
@@ -136,10 +133,7 @@ def _train_grid(
             grid_folder(run_dir, rate),
             dataset,
             device,
-            stop_after=left,
-            progress=progress,
-            restart_if_changed=restart_if_changed,
-            log=log,
+            dataclasses.replace(call, stop_after=left),
         )
         summaries[rate] = summary
         trained_here += trained
@@ -166,17 +160,10 @@ def _train_grid(
 
 
 def _train_run(
-    config: RunConfig,
-    run_dir: Path,
-    dataset: Dataset,
-    device: torch.device,
-    *,
-    stop_after: int | None,
-    progress: bool,
-    restart_if_changed: bool,
-    log: Log | None,
+    config: RunConfig, run_dir: Path, dataset: Dataset, device: torch.device, call: _Call
 ) -> tuple[dict[str, Any], int]:
     """Train (or resume) one run at one learning rate; the summary and the epochs this call trained."""
+    stop_after, progress, log = call.stop_after, call.progress, call.log
     tagset = dataset.tagset
     loss_function = training_loss(config.loss, config.loss_iterations)
     selection = config.selection_decoder or NATURAL_DECODER[config.loss]
@@ -188,7 +175,7 @@ def _train_run(
     scorer = build_scorer(config.scorer, dataset.train, len(tagset)).to(device)
     scorer.prepare(dataset.train, dataset.dev)  # frozen features: cached once per split, reused
     # Only now, when nothing left can fail on the settings, is the run directory written.
-    record_run(run_dir, config, dataset, device, restart_if_changed=restart_if_changed)
+    record_run(run_dir, config, dataset, device, restart_if_changed=call.restart_if_changed)
     optimizer = torch.optim.Adam(scorer.parameters(), lr=config.resolved_learning_rate)
     scheduler = plateau_schedule(optimizer, config)
     shuffler = torch.Generator().manual_seed(config.seed)

@@ -12,10 +12,12 @@ adds that exactly one word hangs from the root.
 The algorithm is Chu-Liu-Edmonds in its recursive-contraction form (O(n^3) per call): every word
 takes its best head; if that makes a cycle, the cycle is contracted into one node whose incoming
 arcs are rescored by what they displace, the smaller graph is solved, and the cycle is reopened
-where the chosen arc enters it. The single-root constraint follows Zmigrod, Vieira and Cotterell
-(2020, "Please mind the root"): the unconstrained optimum is returned when it already has one
-root child (any tree with one root child is among the trees it beats); otherwise the optimum is
-the best of one constrained run per allowed root child. The worst case is O(n^4) per sentence.
+where the chosen arc enters it. The single-root constraint (Zmigrod, Vieira and Cotterell 2020,
+"Please mind the root"): the unconstrained optimum is returned when it already has one root child
+(any tree with one root child is among the trees it beats); otherwise one more run, on scores whose
+root arcs are all lowered by a constant larger than the spread of any two trees' scores, finds the
+best tree among those with the fewest root children, which is one (Gabow and Tarjan's reduction,
+the paper's §3 discusses it): two runs at most, where one run per allowed root child served before.
 """
 
 from __future__ import annotations
@@ -32,24 +34,22 @@ def arcs(scores: np.ndarray, length: int) -> np.ndarray:
     return w
 
 
-def reachable(allowed: np.ndarray, start: int) -> np.ndarray:
-    """(V,) bool: the nodes reachable from ``start`` along ``allowed[h, m]`` arcs (``start`` included)."""
-    seen = np.zeros(len(allowed), dtype=bool)
-    seen[start] = True
-    frontier = [start]
-    while frontier:
-        fresh = allowed[frontier.pop()] & ~seen
-        seen |= fresh
-        frontier.extend(int(v) for v in np.flatnonzero(fresh))
-    return seen
+def reachability(allowed: np.ndarray) -> np.ndarray:
+    """(V, V) bool: ``[u, v]`` whether ``v`` is reachable from ``u`` along ``allowed[h, m]`` arcs
+    (every node from itself): the transitive closure, by squaring until it stops growing."""
+    reach = allowed | np.eye(len(allowed), dtype=bool)
+    while True:
+        wider = (reach.astype(np.int64) @ reach.astype(np.int64)) > 0
+        if (wider == reach).all():
+            return reach
+        reach = wider
 
 
 def root_children(w: np.ndarray) -> list[int]:
     """The words that can be the root's only child of a tree of finite score, given ``arcs``:
     the root arc is finite and every word is reachable from that word along finite word arcs."""
-    allowed = np.isfinite(w)
-    allowed[0] = False
-    return [int(c) for c in np.flatnonzero(np.isfinite(w[0])) if reachable(allowed, int(c))[1:].all()]
+    words = reachability(np.isfinite(w[1:, 1:]))
+    return [int(c) for c in np.flatnonzero(np.isfinite(w[0])) if c > 0 and words[c - 1].all()]
 
 
 def find_cycle(heads: np.ndarray) -> np.ndarray | None:
@@ -115,16 +115,14 @@ def best_tree(scores: np.ndarray, length: int) -> np.ndarray:
     heads = chu_liu_edmonds(w)
     if np.count_nonzero(heads[1:] == 0) == 1:
         return heads.astype(np.int64)
-    best, best_score = heads, -np.inf
-    for child in children:
-        restricted = w.copy()
-        restricted[0] = -np.inf
-        restricted[0, child] = w[0, child]
-        candidate = chu_liu_edmonds(restricted)
-        score = tree_score(w, candidate)
-        if score > best_score:
-            best, best_score = candidate, score
-    return best.astype(np.int64)
+    # A tree of k root children loses k times the penalty, more than any other difference of two
+    # trees' scores (each sums ``length`` finite arcs): the best has one root child (``children``
+    # holds one possible) and is the best such tree.
+    finite = w[np.isfinite(w)]
+    penalty = 1.0 + length * float(finite.max() - finite.min())
+    lowered = w.copy()
+    lowered[0] -= penalty
+    return chu_liu_edmonds(lowered).astype(np.int64)
 
 
 def tree_problem(heads: np.ndarray, length: int) -> str | None:

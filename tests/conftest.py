@@ -100,16 +100,33 @@ LONGEST_FIRST = (
 )
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deselect the jax half of the parameter combinations marked ``torch_only``; then order the
-    files: :data:`LONGEST_FIRST`, then the others by their number of tests, most first."""
-    dropped = [
-        item
-        for item in items
-        if item.get_closest_marker("torch_only") is not None
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--nightly",
+        action="store_true",
+        help="also run the tests marked nightly (the full suite, about 50 minutes on 2 cores; "
+        "without it, the tier CI runs)",
+    )
+
+
+def _deselected(config: pytest.Config, item: pytest.Item) -> bool:
+    """Whether ``item`` is left out: the jax half of a ``torch_only`` combination, or a ``nightly``
+    test unless ``--nightly`` is given or a ``-m`` expression chooses the tests itself."""
+    chosen = config.getoption("nightly") or config.getoption("markexpr")
+    if item.get_closest_marker("nightly") is not None and not chosen:
+        return True
+    return (
+        item.get_closest_marker("torch_only") is not None
         and getattr(item, "callspec", None) is not None
         and item.callspec.params.get("backend") == "jax"
-    ]
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the jax half of the parameter combinations marked ``torch_only``, and the
+    ``nightly`` tier without ``--nightly``; then order the files: :data:`LONGEST_FIRST`, then the
+    others by their number of tests, most first."""
+    dropped = [item for item in items if _deselected(config, item)]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         ids = {id(item) for item in dropped}

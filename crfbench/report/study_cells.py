@@ -6,7 +6,7 @@ into ledger cells (``claims.CELL_COLUMNS``) with a verdict; ``ledger.claim_ledge
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -87,6 +87,34 @@ def tree_sparsity_cells(curves: pd.DataFrame) -> pd.DataFrame:
     return cells.assign(metric=TREE_SUPPORT_METRIC)
 
 
+def _against_reference(
+    means: pd.DataFrame, reference: str, solvers: Iterable[str], gap: str, support: str
+) -> Iterator[tuple[str, int, float, pd.Series, str]]:
+    """The solver claims' check, for each solver of ``solvers`` but ``reference``: at every budget
+    both reached (``means`` holds a row per (solver, budget), budgets ascending), the reference's
+    mean ``gap`` no higher (to :data:`GAP_TIE`) and its mean ``support`` no larger. Yields (solver,
+    the largest shared budget, the reference's gap minus the solver's there, the solver's row
+    there, the verdict); nothing where ``reference`` is absent."""
+    if reference not in means.index.get_level_values(0):
+        return
+    ours = means.loc[reference]
+    for other in solvers:
+        if other == reference or other not in means.index.get_level_values(0):
+            continue
+        theirs = means.loc[other]
+        shared = [k for k in ours.index if k in theirs.index]
+        if not shared:
+            continue
+        checks = (
+            ours.loc[k, gap] <= theirs.loc[k, gap] + GAP_TIE
+            and ours.loc[k, support] <= theirs.loc[k, support]
+            for k in shared
+        )
+        last = shared[-1]
+        difference = float(ours.loc[last, gap] - theirs.loc[last, gap])
+        yield other, int(last), difference, theirs.loc[last], _ordered(checks)
+
+
 def solver_cells(sweep: pd.DataFrame) -> pd.DataFrame:
     """One row (:data:`CELL_COLUMNS`) per (solver claim, dataset, encoder, other solver) swept: the
     reference solver's mean Wolfe gap minus the other's at the largest budget, and the verdict."""
@@ -96,23 +124,12 @@ def solver_cells(sweep: pd.DataFrame) -> pd.DataFrame:
         if not isinstance(spec, SolverClaim):
             continue
         for (dataset, encoder), panel in swept.groupby(["dataset", "encoder_name"], sort=False):
-            values = panel.pivot_table(index=["solver", "iterations"], columns="metric", values="value")
-            budgets = [k for k in spec.budgets if (spec.reference, k) in values.index]
-            if not budgets:
-                continue
-            for other in dict.fromkeys(panel["solver"]):
-                if other == spec.reference:
-                    continue
-                shared = [k for k in budgets if (other, k) in values.index]
-                if not shared:
-                    continue
-                ours, theirs = values.loc[spec.reference], values.loc[other]
-                checks = (
-                    ours.loc[k, "wolfe_gap"] <= theirs.loc[k, "wolfe_gap"] + GAP_TIE
-                    and ours.loc[k, "support_size"] <= theirs.loc[k, "support_size"]
-                    for k in shared
-                )
-                last = shared[-1]
+            within = panel[panel["iterations"].isin(spec.budgets)]
+            values = within.pivot_table(index=["solver", "iterations"], columns="metric", values="value")
+            compared = _against_reference(
+                values, spec.reference, dict.fromkeys(panel["solver"]), "wolfe_gap", "support_size"
+            )
+            for other, last, difference, _, verdict in compared:
                 rows.append(
                     {
                         "claim": claim,
@@ -124,8 +141,8 @@ def solver_cells(sweep: pd.DataFrame) -> pd.DataFrame:
                         "expect": "lower",
                         "n_seeds": panel["seed"].nunique(),
                         "n_sentences": int(panel["sentences"].max()),
-                        "difference": float(ours.loc[last, "wolfe_gap"] - theirs.loc[last, "wolfe_gap"]),
-                        "verdict": _ordered(checks),
+                        "difference": difference,
+                        "verdict": verdict,
                     }
                 )
     return pd.DataFrame(rows, columns=list(CELL_COLUMNS))
@@ -143,22 +160,9 @@ def tree_solver_cells(trace: pd.DataFrame) -> pd.DataFrame:
             continue
         means = budget_means(trace, spec.budgets).set_index(["solver", "budget"])
         solvers = dict.fromkeys(means.index.get_level_values("solver"))
-        if spec.reference not in solvers:
-            continue
-        ours = means.loc[spec.reference]
-        for other in solvers:
-            if other == spec.reference:
-                continue
-            theirs = means.loc[other]
-            shared = [k for k in ours.index if k in theirs.index]
-            if not shared:
-                continue
-            checks = (
-                ours.loc[k, "gap"] <= theirs.loc[k, "gap"] + GAP_TIE
-                and ours.loc[k, "support"] <= theirs.loc[k, "support"]
-                for k in shared
-            )
-            last = shared[-1]
+        for other, last, difference, theirs, verdict in _against_reference(
+            means, spec.reference, solvers, "gap", "support"
+        ):
             rows.append(
                 {
                     "claim": claim,
@@ -169,9 +173,9 @@ def tree_solver_cells(trace: pd.DataFrame) -> pd.DataFrame:
                     "metric": f"objective gap at {last} it. (trees)",
                     "expect": "lower",
                     "n_seeds": 1,
-                    "n_sentences": int(theirs.loc[last, "n"]),
-                    "difference": float(ours.loc[last, "gap"] - theirs.loc[last, "gap"]),
-                    "verdict": _ordered(checks),
+                    "n_sentences": int(theirs["n"]),
+                    "difference": difference,
+                    "verdict": verdict,
                 }
             )
     return pd.DataFrame(rows, columns=list(CELL_COLUMNS))

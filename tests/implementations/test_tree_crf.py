@@ -193,6 +193,39 @@ def test_decode_equals_enumeration_up_to_six_words(seed: int) -> None:
     assert arborescence.tree_score(own, heads) == pytest.approx(reference.oracle(own).best_score, rel=1e-12)
 
 
+def _best_over_root_children(w: np.ndarray) -> float:
+    """The best single-root tree's score by one unconstrained run per allowed root child (only
+    that child's root arc kept): the slow, independent form of the root constraint."""
+    best = -np.inf
+    for child in arborescence.root_children(w):
+        restricted = w.copy()
+        restricted[0] = -np.inf
+        restricted[0, child] = w[0, child]
+        best = max(best, arborescence.tree_score(w, arborescence.chu_liu_edmonds(restricted)))
+    return best
+
+
+@pytest.mark.parametrize("forbid", [0.0, 0.6])
+@pytest.mark.parametrize("n", [7, 20, 45])
+def test_root_constraint_equals_one_run_per_root_child(n: int, forbid: float) -> None:
+    """Beyond enumeration: the lowered-root-arcs run finds a single-root tree of the score of the
+    best over one run per allowed root child, with the root pulling toward many children (so the
+    unconstrained optimum has several), at score scales from 0.1 to 100."""
+    rng = np.random.default_rng([n, int(10 * forbid)])
+    several = 0
+    for scale in (0.1, 2.0, 100.0):
+        for _ in range(4):
+            scores, _, _ = random_batch(rng, [n], n, forbid=forbid, scale=scale)
+            scores[0, 0, 1:] += 3 * scale
+            own = arborescence.arcs(scores[0], n)
+            several += np.count_nonzero(arborescence.chu_liu_edmonds(own)[1:] == 0) > 1
+            heads = arborescence.best_tree(scores[0], n)
+            assert arborescence.tree_problem(heads, n) is None
+            expected = _best_over_root_children(own)
+            assert arborescence.tree_score(own, heads) == pytest.approx(expected, rel=1e-12, abs=1e-9)
+    assert several >= 6  # the constrained path is what ran
+
+
 @pytest.mark.parametrize("n", [8, 20, 30])
 def test_decode_long_sentences(backend: Backend, n: int) -> None:
     """Longer sentences: a planted tree with a large margin is found exactly, even when the root
