@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, settings
 import implementations
 from crfbench.environment import set_threads
 
+from . import tiers
 from .implementations import backends
 
 try:
@@ -104,14 +105,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--nightly",
         action="store_true",
-        help="also run the tests marked nightly (the full suite, about 50 minutes on 2 cores; "
-        "without it, the tier CI runs)",
+        help="also run the nightly tier (tests/tiers.py): the whole suite, about 50 minutes on 2 "
+        "cores; without it, the tier CI runs",
     )
 
 
 def _deselected(config: pytest.Config, item: pytest.Item) -> bool:
-    """Whether ``item`` is left out: the jax half of a ``torch_only`` combination, or a ``nightly``
-    test unless ``--nightly`` is given or a ``-m`` expression chooses the tests itself."""
+    """Whether ``item`` is left out: the jax half of a ``torch_only`` combination, or a test of the
+    nightly tier (``tests/tiers.py``) unless ``--nightly`` is given or a ``-m`` expression chooses
+    the tests itself (``-m nightly``: that tier alone)."""
     chosen = config.getoption("nightly") or config.getoption("markexpr")
     if item.get_closest_marker("nightly") is not None and not chosen:
         return True
@@ -126,6 +128,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Deselect the jax half of the parameter combinations marked ``torch_only``, and the
     ``nightly`` tier without ``--nightly``; then order the files: :data:`LONGEST_FIRST`, then the
     others by their number of tests, most first."""
+    for item in items:
+        if tiers.is_nightly(item):
+            item.add_marker(pytest.mark.nightly)
     dropped = [item for item in items if _deselected(config, item)]
     if dropped:
         config.hook.pytest_deselected(items=dropped)

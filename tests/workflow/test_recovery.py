@@ -3,7 +3,8 @@ README's command finishes with the results an undisturbed run gives.
 
 These run the smoke profile end to end once; the killed run starts from a copy of it less one
 training run and all that depends on it, so that only those run again (a few minutes on 2 cores
-in all, ~4 fewer than a second run from scratch). They replace CI's separate smoke run.
+in all, ~4 fewer than a second run from scratch). The undisturbed run is CI's end-to-end run of
+the pipeline; the killed and re-configured runs are in the nightly tier (tests/tiers.py).
 """
 
 from __future__ import annotations
@@ -154,6 +155,15 @@ def recovered(tmp_path_factory: pytest.TempPathFactory, undisturbed_workdir: Pat
     kill_mid_training(workdir)
     run_smoke(workdir)
     return workdir
+
+
+def test_the_smoke_run_makes_every_report_and_leaves_nothing_to_do(undisturbed_workdir: Path) -> None:
+    """The CI tier's end-to-end run of the pipeline (the recovery tests below are nightly)."""
+    report = undisturbed_workdir / "reports/smoke"
+    assert (report / "README.md").stat().st_size > 0 and (report / "claims.csv").stat().st_size > 0
+    assert (undisturbed_workdir / RESULTS / "metrics.csv").stat().st_size > 0
+    again = snakemake("--dry-run", *SMOKE, cwd=undisturbed_workdir)
+    assert "Nothing to be done" in again.stdout, again.stdout[-3000:]
 
 
 def test_a_killed_run_resumes_with_a_plain_rerun_to_the_undisturbed_results(
