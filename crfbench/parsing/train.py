@@ -5,14 +5,14 @@ mentioned), batches of ``batch_size`` sentences in a seeded random order, the lo
 batch's sentences. After every epoch the dev set is parsed with the MAP tree and scored with UAS
 (punctuation included, ``metrics``); the best epoch's model is saved to ``model.pt``, and training
 stops once ``patience`` epochs in a row have not raised the dev UAS (or at the epoch cap). The
-untrained model's dev UAS is recorded as epoch 0: near 1/n, and 0 on a few short sentences, as
-the untrained MLP's tanh is near-linear on its small inputs, so an arc's score is a head term plus
-a modifier term, every word takes the same best head and the MAP tree is a star. The SparseMAP losses' curves also record the
-mean size of SparseMAP's support on dev (``dev_support``, trees per sentence), which the paper sees
-shrink as training goes on. Each epoch prints one line (training loss, dev UAS, learning rate,
-seconds) through ``log``, by default to stderr (the pipeline's log); a progress bar over the batches
-shows on a terminal only (``crfbench.console``). A run is not resumed: calling again retrains it
-from the start.
+untrained model's dev UAS is recorded as epoch 0: near 1/n, and 0 on a few short sentences, as the
+untrained MLP's tanh is near-linear on its small inputs, so an arc's score is a head term plus a
+modifier term, every word takes the same best head and the MAP tree is a star. The SparseMAP losses'
+curves also record the mean size of SparseMAP's support on dev (``dev_support``, trees per
+sentence), which the paper sees shrink as training goes on. Each epoch prints one line (training
+loss, dev UAS, learning rate, seconds) through ``log``, by default to stderr (the pipeline's log); a
+progress bar over the batches shows on a terminal only (``crfbench.console``). A run is not resumed:
+calling again retrains it from the start.
 
 Learning rate (``choose_run``): the run with the best dev UAS among those trained at different
 rates wins, by the rule every trainer shares (``crfbench.tuning.choose_learning_rate``), which also
