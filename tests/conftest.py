@@ -92,6 +92,8 @@ def pytest_configure(config: pytest.Config) -> None:
 #: smoke pipeline's two tests last, and they ran alone for ~4 minutes.
 LONGEST_FIRST = (
     "tests/workflow/test_recovery.py",
+    "tests/workflow/test_gpu_session.py",
+    "tests/workflow/test_reference_run.py",
     "tests/implementations/test_bcrf.py",
     "tests/implementations/test_contract.py",
     "tests/implementations/test_sparsemap.py",

@@ -31,7 +31,7 @@ JAX_NIGHTLY_FILES = (
     "tests/implementations/test_second_order.py",
 )
 
-#: The methods whose JAX half of the contract tests (``test_contract.py``) is nightly.
+#: The methods whose JAX half is nightly in every file (a test's parameter ``method``).
 JAX_NIGHTLY_METHODS = ("bcrf", "sparsemap", "bethe")
 
 #: ``test_cross_backend.py``: cases named with option values (``bcrf-iterations=1-...``) are
@@ -50,6 +50,15 @@ NIGHTLY_CASES = (
     "tests/implementations/test_bethe.py::test_convex_energy_reaches_the_reference[torch-False-rda]",
     "tests/implementations/test_bethe.py::test_convex_energy_reaches_the_reference[torch-False-accelerated]",
     "tests/crfbench/test_compiled.py::test_compiled_calls_equal_eager_ones",
+    "tests/crfbench/test_compiled.py::test_every_item_but_sparsemap_is_timed_in_both_modes",
+    "tests/implementations/test_bethe.py::test_torch_and_jax_agree_and_jit[rda]",
+    "tests/implementations/test_bethe.py::test_torch_and_jax_agree_and_jit[accelerated]",
+    "tests/implementations/test_capture.py::test_decode_and_marginals_trace_whole[bcrf-scaling-danskin]",
+    "tests/implementations/test_jax_sweep.py::test_where_the_linear_state_cannot_run_xlas_iterations_run_in_its_place[unvouched]",
+    "tests/workflow/test_workflow.py::test_stale_locks_are_cleared_but_a_live_runs_locks_are_respected",
+    "tests/workflow/test_workflow.py::test_asv_results_are_tidied_and_published_unless_scaling_is_off",
+    "tests/test_tiers.py::test_every_named_file_and_case_is_in_the_nightly_tier",
+    "tests/test_tiers.py::test_ci_runs_no_nightly_case_and_keeps_a_case_of_each_function_with_a_nightly_one",
     "tests/workflow/test_workflow.py::test_every_config_validates_and_plans_every_rule[config/paper.yaml]",
     "tests/workflow/test_workflow.py::test_slurm_profile_plans_the_paper_run",
     "tests/workflow/test_workflow.py::test_the_paper_profile_chooses_each_languages_rates_on_its_own_grid",
@@ -69,8 +78,6 @@ def is_nightly(item: pytest.Item) -> bool:
     jax = "jax" in (_param(item, "backend"), _param(item, "backend_name"))
     if path in NIGHTLY_FILES or item.nodeid in NIGHTLY_CASES:
         return True
-    if jax and path in JAX_NIGHTLY_FILES:
+    if jax and (path in JAX_NIGHTLY_FILES or _param(item, "method") in JAX_NIGHTLY_METHODS):
         return True
-    if jax and path == "tests/implementations/test_contract.py":
-        return _param(item, "method") in JAX_NIGHTLY_METHODS
     return path == CROSS_BACKEND and "=" in item.nodeid.split("[", 1)[-1]
