@@ -16,8 +16,8 @@ where the chosen arc enters it. The single-root constraint (Zmigrod, Vieira and 
 "Please mind the root"): the unconstrained optimum is returned when it already has one root child
 (any tree with one root child is among the trees it beats); otherwise one more run, on scores whose
 root arcs are all lowered by a constant larger than the spread of any two trees' scores, finds the
-best tree among those with the fewest root children, which is one (Gabow and Tarjan's reduction,
-the paper's §3 discusses it): two runs at most, where one run per allowed root child served before.
+best tree among those with the fewest root children, which is one (a tree with one root child
+exists whenever ``root_children`` is not empty): two runs at most, not one per root child.
 """
 
 from __future__ import annotations
