@@ -2,11 +2,12 @@
 # Prepares GPU_SESSION_DIR (default .gpu, ignored by git) for benchmarks/gpu_session.sh, here,
 # before a device session starts (the package registries are reachable here, not from the GPU
 # machine), so that none of the session's device time goes on packaging:
-#   whl/   asv 0.6.6 and conllu with every dependency pip resolves for the GPU image's Python
-#          (GPU_PYTHON_VERSION, default 3.12; manylinux x86_64), less filelock and packaging, which
-#          the image's torch and pytest bring (a copy first on PYTHONPATH would shadow theirs); and
-#          seqeval, built as a wheel (PyPI has its sdist alone; its numpy and scikit-learn are the
-#          image's)
+#   whl/   asv 0.6.6, conllu and pytorch-crf 0.7.2 (the timed baseline; it declares no
+#          dependency, torch is the image's) with every dependency pip resolves for the GPU image's
+#          Python (GPU_PYTHON_VERSION, default 3.12; manylinux x86_64), less filelock and packaging,
+#          which the image's torch and pytest bring (a copy first on PYTHONPATH would shadow theirs);
+#          and seqeval, built as a wheel (PyPI has its sdist alone; its numpy and scikit-learn are
+#          the image's)
 #   git/   a shallow clone's .git at HEAD (asv reads the commit's date; the device tool carries no
 #          .git)
 #   data/, runs/<dataset>/   for the timing stage, where this checkout holds the pipeline's
@@ -15,7 +16,8 @@
 #          STAGES="check asv"
 # Then it checks the wheels as the session installs them (no index, no dependencies, into a
 # scratch target), beside filelock and packaging, in a bare virtual environment of CHECK_PYTHON
-# (default python3.12): asv must start and record a machine, conllu must import. Two sessions lost
+# (default python3.12): asv must start and record a machine, conllu must import, pytorch-crf's module
+# must be there (it imports the image's torch). Two sessions lost
 # their asv stage to a hand-made list that missed a dependency (importlib_metadata 10 needs
 # lazy_importer). Usage, from the repository root, on a committed tree, with a python3 that has
 # pip (the project's .venv, say):
@@ -51,7 +53,7 @@ echo "=== wheels for Python $VERSION"
 "${PIP[@]}" download -q --disable-pip-version-check --only-binary=:all: --implementation cp \
     --python-version "$VERSION" --abi "cp${VERSION/./}" --abi abi3 --abi none \
     --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform any \
-    -d "$work/all" "asv==0.6.6" conllu
+    -d "$work/all" "asv==0.6.6" conllu "pytorch-crf==0.7.2"
 "${PIP[@]}" wheel -q --disable-pip-version-check --no-deps -w "$work/all" "seqeval==1.2.2"
 for wheel in "$work/all"/*.whl; do
     if [[ $(basename "$wheel") =~ $IMAGE_HAS ]]; then mv "$wheel" "$work/image-whl/"; else mv "$wheel" "$part/whl/"; fi
@@ -68,6 +70,7 @@ install_wheels "$work/image" "$work/image-whl"/*.whl  # standing in for the imag
     export HOME="$work" PYTHONPATH="$work/site:$work/image"
     venv/bin/python -m asv machine --config "$config" --machine prepared --yes > /dev/null
     venv/bin/python -c "import asv, conllu; print('asv', asv.__version__, 'and conllu import; asv recorded a machine')"
+    venv/bin/python -c "import importlib.util as u; assert u.find_spec('torchcrf'), 'no torchcrf'; print('torchcrf is there')"
 )
 
 echo "=== the commit, $(git rev-parse --short HEAD)"

@@ -14,10 +14,14 @@
 # whole session on a CPU in a minute or two (CI does, tests/workflow/test_gpu_session.py): nothing is
 # installed (the current python3 runs), the timing stage times the synthetic task's first batches on
 # the CPU (fresh network, torch.compile's aot_eager backend), and the asv stage runs torch's chunk at
-# the `check` profile's one point on the CPU. STAGES (default "check timing asv") picks the stages
-# to run, and PARTS (default "crossover torch jax roofline decode jax-loss others trees") the parts
-# of the asv stage, each run in that order where named: a session that follows one which measured
-# torch's grid can go straight to JAX's with PARTS="jax roofline jax-loss".
+# the `check` profile's one point on the CPU. STAGES (default "check capture timing asv") picks the
+# stages to run, and PARTS (default "crossover torch jax roofline decode jax-loss others trees") the
+# parts of the asv stage, each run in that order where named: a session that follows one which
+# measured torch's grid can go straight to JAX's with PARTS="jax roofline jax-loss". A session
+# shorter than the whole grid narrows it: TIMED_DATASETS (default "ud-pos-nl ud-seg-zh ud-pos-en")
+# the timing stage's datasets, TIMING_SECONDS (default 240) each one's limit (a dataset cut off
+# keeps the rounds it finished), CROSSOVER_TAGS and CROSSOVER_BATCH (regular expressions, default
+# every value) the crossover's T and B.
 set -uo pipefail
 MACHINE=${1:?machine name, e.g. nvidia-h200, as results/asv/ and the nightly workflow name the device}
 BUDGET=${2:?wall-clock seconds}
@@ -46,8 +50,10 @@ if [ -n "$DRY_RUN" ]; then
     export CRFBENCH_COMPILE_BACKEND=aot_eager  # traces as inductor would, compiles nothing
 else
     ASV_DEVICE=gpu TIMING_DEVICE=cuda ASV_PROFILE=regular LENGTHS="1024 256 64 16"
-    TIMED_DATASETS="ud-pos-nl ud-seg-zh ud-pos-en"
+    TIMED_DATASETS=${TIMED_DATASETS:-ud-pos-nl ud-seg-zh ud-pos-en}
 fi
+TIMING_SECONDS=${TIMING_SECONDS:-240}
+CROSSOVER_TAGS=${CROSSOVER_TAGS:-[0-9]+} CROSSOVER_BATCH=${CROSSOVER_BATCH:-[0-9]+}
 
 stage "machine"
 if [ -n "$DRY_RUN" ]; then
@@ -67,12 +73,12 @@ if [ "$(git rev-parse HEAD 2>/dev/null)" != "$COMMIT" ]; then
 fi
 echo "commit $(git rev-parse HEAD) (expected $COMMIT)"; git status --short | head -5
 
-STAGES=${STAGES:-check timing asv}
+STAGES=${STAGES:-check capture timing asv}
 # The check's 20 tests outran 150 s on an H100 at d360734 (12 had passed), hence 240 s
 [[ $STAGES == *check* ]] && stage "every method on the GPU against the CPU (float64)" && timeout 240 python3 -m pytest -v -p no:cacheprovider tests/implementations/test_cross_backend.py \
     -k "test_gpu_equals_cpu and (torch or [crf-jax] or [crf-scan-jax] or [bcrf-jax] or [meanfield-jax])" 2>&1 \
     | grep -E "PASSED|FAILED|ERROR|passed|failed"
-[[ $STAGES == *check* ]] && stage "a training step of every capture-safe method captures as a CUDA graph" && timeout 120 python3 -m pytest -v -p no:cacheprovider tests/implementations/test_capture.py \
+[[ $STAGES == *capture* ]] && stage "a training step of every capture-safe method captures as a CUDA graph" && timeout 120 python3 -m pytest -v -p no:cacheprovider tests/implementations/test_capture.py \
     -k cuda_graph 2>&1 | grep -E "PASSED|FAILED|ERROR|passed|failed"
 
 # Eager and compiled (torch.compile, each batch shape's step replayed as a CUDA graph): eager GPU
@@ -83,7 +89,7 @@ STAGES=${STAGES:-check timing asv}
 [[ $STAGES == *timing* ]] && stage "Tables 2-3: a training step per loss and decoding per decoder, on $TIMING_DEVICE, eager and compiled"
 for dataset in $TIMED_DATASETS; do
     [[ $STAGES == *timing* ]] || break
-    [ -z "$DRY_RUN" ] && [ "$(left)" -lt 300 ] && { echo "skip $dataset: too little time left"; continue; }
+    [ -z "$DRY_RUN" ] && [ "$(left)" -lt $((TIMING_SECONDS / 2 + 60)) ] && { echo "skip $dataset: too little time left"; continue; }
     run_dir="results/gpu/$MACHINE/timing/$dataset/L0"
     mkdir -p "$run_dir"
     if [ -n "$DRY_RUN" ]; then  # the cheapest to compile of each kind (BCRF's loss traces for minutes)
@@ -102,7 +108,7 @@ for dataset in $TIMED_DATASETS; do
     [ -n "$DRY_RUN" ] && dirty=(--allow-dirty)
     backends=(--backends torch)  # JAX compiles each batch shape's step afresh: one dataset's worth
     [ -z "$DRY_RUN" ] && [ "$dataset" = ud-pos-nl ] && backends=(--backends torch jax)
-    CRFBENCH_DATA="$DIR/data" timeout 240 python3 -m crfbench time "${dirty[@]}" "${settings[@]}" "${sizes[@]}" "${items[@]}" "${backends[@]}" \
+    CRFBENCH_DATA="$DIR/data" timeout "$TIMING_SECONDS" python3 -m crfbench time "${dirty[@]}" "${settings[@]}" "${sizes[@]}" "${items[@]}" "${backends[@]}" \
         --set device="$TIMING_DEVICE" --run-dir "$run_dir" --modes eager compiled --restart-if-changed --overwrite \
         --no-progress 2>&1 | tail -3
     pack
@@ -135,7 +141,7 @@ chunk() {  # chunk BACKEND CLASS_REGEX METHOD_REGEX LENGTH_REGEX TAGS_REGEX [JAX
     asv_run "^bench_inference\.($2)\.time_[a-z_]+\('$1', '($3)', ($4), ($5), [0-9]+, '$ASV_DEVICE', '(compiled|eager)'\)$" "${6:-}"
 }
 crossover() {  # crossover BACKEND LENGTH_REGEX [JAX_PLATFORMS]: every method, operation, T and B
-    asv_run "^bench_crossover\.Crossover\.time_crossover\('$1', '[a-z0-9-]+', '[a-z_]+', ($2), [0-9]+, [0-9]+, '$ASV_DEVICE'\)$" "${3:-}"
+    asv_run "^bench_crossover\.Crossover\.time_crossover\('$1', '[a-z0-9-]+', '[a-z_]+', ($2), ($CROSSOVER_TAGS), ($CROSSOVER_BATCH), '$ASV_DEVICE'\)$" "${3:-}"
 }
 trees() {  # trees BACKEND LENGTH_REGEX [JAX_PLATFORMS]: bench_trees, every tree method, operation and B
     asv_run "^bench_trees\.Trees\.time_trees\('$1', '[a-z0-9-]+', '[a-z_]+', ($2), [0-9]+, '$ASV_DEVICE'\)$" "${3:-}"

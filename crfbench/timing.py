@@ -158,7 +158,8 @@ def time_run(
     progress: bool = True,
     restart_if_changed: bool = False,
 ) -> pd.DataFrame:
-    """Measure and write one row per (item, round) to ``run_dir/timing.csv``; return the table.
+    """Measure and write one row per (item, round) to ``run_dir/timing.csv``, rewritten after every
+    timed round; return the table.
 
     ``run_dir`` also gets ``config.json`` (or may be a trained run with the same settings; one
     made with other settings is refused, or emptied first with ``restart_if_changed``).
@@ -306,6 +307,6 @@ def time_run(
                     | {"sentences": sum(len(b) for b in batch_list)}
                     | {"tokens": sum(len(s.tokens) for b in batch_list for s in b)}
                 )
-    table = pd.DataFrame(rows)
-    write_run_table(run_dir, TIMING_FILE, table)
-    return table
+        if round_index >= warmup:  # every finished round kept: a run cut off by a time limit keeps them
+            write_run_table(run_dir, TIMING_FILE, pd.DataFrame(rows))
+    return pd.DataFrame(rows)

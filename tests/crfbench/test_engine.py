@@ -141,6 +141,35 @@ def test_timing_measures_every_loss_and_decoder(tmp_path: Path) -> None:
     assert (table.network == "untrained").all()
 
 
+def test_a_timing_run_cut_off_keeps_the_rounds_it_finished(tmp_path: Path, monkeypatch) -> None:
+    """A time limit (the GPU session's) that stops the run in its third round leaves the first two
+    timed rounds' rows on disk, each item once per round, the warm-up round not among them."""
+    import random
+    from types import SimpleNamespace
+
+    from crfbench import timing
+
+    class CutOffInTheThirdTimedRound(random.Random):
+        """The timing loop's shuffler, called once a round: warm-up, two timed rounds, then cut off."""
+
+        calls = 0
+
+        def sample(self, population, k, **kwargs):
+            type(self).calls += 1
+            if self.calls == 4:
+                raise KeyboardInterrupt
+            return super().sample(population, k, **kwargs)
+
+    monkeypatch.setattr(timing, "random", SimpleNamespace(Random=CutOffInTheThirdTimedRound))
+    with pytest.raises(KeyboardInterrupt):
+        time_run(
+            make_config(), tmp_path, batches=1, rounds=5, warmup=1, decoders=("viterbi",), progress=False
+        )
+    kept = pd.read_csv(tmp_path / "timing.csv")
+    assert sorted(set(kept["round"])) == [0, 1]
+    assert (kept.groupby("round").size() == kept.groupby("round").size().iloc[0]).all()
+
+
 def test_timing_on_a_trained_model_uses_its_weights(tmp_path: Path) -> None:
     """With ``weights`` the timed network is the trained run's model: SparseMAP decoding it meets
     the small supports of a trained model, not a fresh network's."""
