@@ -70,6 +70,9 @@ export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
 export ASV_PYTHONPATH=$PYTHONPATH  # asv drops PYTHONPATH from the processes it starts
 if [ "$(git rev-parse HEAD 2>/dev/null)" != "$COMMIT" ]; then
     rm -rf .git && cp -r "$DIR/git" .git
+    # the index from the commit (a --no-checkout clone's is empty, which git reads as every file
+    # deleted: a dirty checkout, which the timing stage refuses); file modes as the copy left them
+    git config core.fileMode false && git reset -q
 fi
 echo "commit $(git rev-parse HEAD) (expected $COMMIT)"; git status --short | head -5
 
