@@ -20,8 +20,9 @@
 # measured torch's grid can go straight to JAX's with PARTS="jax roofline jax-loss". A session
 # shorter than the whole grid narrows it: TIMED_DATASETS (default "ud-pos-nl ud-seg-zh ud-pos-en")
 # the timing stage's datasets, TIMING_SECONDS (default 240) each one's limit (a dataset cut off
-# keeps the rounds it finished), CROSSOVER_TAGS and CROSSOVER_BATCH (regular expressions, default
-# every value) the crossover's T and B.
+# keeps the rounds it finished), TIMED_LOSSES, TIMED_DECODERS and TIMING_BATCHES (default every
+# loss and decoder, 5 batches: each batch shape compiles apart) what it times, CROSSOVER_TAGS and
+# CROSSOVER_BATCH (regular expressions, default every value) the crossover's T and B.
 set -uo pipefail
 MACHINE=${1:?machine name, e.g. nvidia-h200, as results/asv/ and the nightly workflow name the device}
 BUDGET=${2:?wall-clock seconds}
@@ -101,9 +102,10 @@ for dataset in $TIMED_DATASETS; do
         items=(--losses pytorch-crf crf --decoders viterbi-scan)
     else
         settings=(--config "$DIR/runs/$dataset/timing-settings.json" --weights "$DIR/runs/$dataset")
-        sizes=(--batches 5 --rounds 7 --warmup 2)
-        items=(--losses crf crf-scan pytorch-crf bcrf meanfield unstructured
-            --decoders viterbi viterbi-scan viterbi-pytorch-crf bcrf-5 bcrf-10 meanfield-10 argmax)
+        sizes=(--batches "${TIMING_BATCHES:-5}" --rounds 7 --warmup 2)
+        # shellcheck disable=SC2206  # word lists
+        items=(--losses ${TIMED_LOSSES:-crf crf-scan pytorch-crf bcrf meanfield unstructured}
+            --decoders ${TIMED_DECODERS:-viterbi viterbi-scan viterbi-pytorch-crf bcrf-5 bcrf-10 meanfield-10 argmax})
     fi
     # The rehearsal times the working tree's uncommitted changes (tests/workflow/test_gpu_session.py);
     # a real session's results must name their commit, so a dirty checkout is refused there.
@@ -113,7 +115,8 @@ for dataset in $TIMED_DATASETS; do
     [ -z "$DRY_RUN" ] && [ "$dataset" = ud-pos-nl ] && backends=(--backends torch jax)
     CRFBENCH_DATA="$DIR/data" timeout "$TIMING_SECONDS" python3 -m crfbench time "${dirty[@]}" "${settings[@]}" "${sizes[@]}" "${items[@]}" "${backends[@]}" \
         --set device="$TIMING_DEVICE" --run-dir "$run_dir" --modes eager compiled --restart-if-changed --overwrite \
-        --no-progress 2>&1 | tail -3
+        --no-progress > "$OUT/timing-$dataset.log" 2>&1
+    echo "exit $? ($(grep -c '^warm-up:' "$OUT/timing-$dataset.log") items warmed up): $(tail -1 "$OUT/timing-$dataset.log")"
     pack
 done
 
@@ -154,9 +157,13 @@ PAPER='crf|bcrf-10'
 EVERY='[0-9]+'
 PARTS=" ${PARTS:-crossover torch jax roofline decode jax-loss others trees} "
 part() { [[ $PARTS == *" $1 "* ]]; }  # part NAME: whether PARTS names it
-# Where BCRF overtakes each baseline (the crossover figure), compiled, torch then JAX, largest N first
-part crossover && for length in $LENGTHS; do crossover torch "$length" cpu; done
-part crossover && for length in $LENGTHS; do crossover jax "$length"; done
+# Where BCRF overtakes each baseline (the crossover figure), compiled, torch then JAX, smallest N
+# first: the sequential baselines' loop over positions is unrolled when compiled, so a chunk's
+# compilations grow with N (N = 1024's ten torch combinations at T = 17, B = 32 outran 258 s on an
+# H200 at ab57ee3), and the crossovers measured so far lie at N <= 256
+ASCENDING=$(tr ' ' '\n' <<< "$LENGTHS" | sort -n | tr '\n' ' ')
+part crossover && for length in $ASCENDING; do crossover torch "$length" cpu; done
+part crossover && for length in $ASCENDING; do crossover jax "$length"; done
 part torch && for length in $LENGTHS; do chunk torch 'Marginals|LossAndGrad' "$PAPER" "$length" "$EVERY" cpu; done
 part jax && for length in $LENGTHS; do chunk jax Marginals "$PAPER" "$length" '32|128'; done
 part roofline && asv_run "^bench_roofline\.(MemoryBandwidth\.\w+\('(torch|jax)', 'gpu'\)|IBPBandwidth\.\w+\('(torch|jax)', 'gpu', 256, 128, 8\))$"

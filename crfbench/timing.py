@@ -42,7 +42,7 @@ from tqdm.auto import tqdm
 
 from implementations import BACKENDS
 
-from . import environment
+from . import console, environment
 from .baselines import PytorchCrf, is_partial, timed_decoder, timed_loss
 from .batching import select, shuffled_batches, targets
 from .compiled import CompiledInference, check_modes, compile_function, compiles
@@ -295,6 +295,8 @@ def time_run(
             started = time.perf_counter()
             finish([step(sentences) for sentences in batch_list])
             seconds = time.perf_counter() - started
+            if round_index == 0:  # where a warm-up's time goes: compiling, mostly
+                console.log(f"warm-up: {backend} {mode} {kind} {name}: {seconds:.1f} s")
             if round_index >= warmup:
                 rows.append(
                     common
@@ -307,6 +309,9 @@ def time_run(
                     | {"sentences": sum(len(b) for b in batch_list)}
                     | {"tokens": sum(len(s.tokens) for b in batch_list for s in b)}
                 )
+        console.log(
+            f"round {round_index + 1}/{warmup + rounds} done ({'warm-up' if round_index < warmup else 'timed'})"
+        )
         if round_index >= warmup:  # every finished round kept: a run cut off by a time limit keeps them
             write_run_table(run_dir, TIMING_FILE, pd.DataFrame(rows))
     return pd.DataFrame(rows)

@@ -40,10 +40,31 @@ def _clone(target: Path) -> str:
     ).stdout.strip()
 
 
+def _as_on_the_device(repository: Path) -> None:
+    """The checkout as the device tool carries it: the files without .git, and the commit's .git
+    in .gpu/git as benchmarks/gpu_prepare.sh makes it (a shallow clone with no checkout, whose
+    empty index git reads as every file deleted until the session resets it)."""
+    clone = repository.parent / "prepared"
+    subprocess.run(
+        ["git", "clone", "-q", "--depth", "1", "--no-checkout", f"file://{repository}", str(clone)],
+        check=True,
+    )
+    (repository / ".gpu").mkdir()
+    shutil.move(clone / ".git", repository / ".gpu" / "git")
+    shutil.rmtree(repository / ".git")
+
+
 @pytest.mark.slow
 def test_the_gpu_session_runs_end_to_end_on_a_cpu(tmp_path: Path) -> None:
     repository, out = tmp_path / "repo", tmp_path / "out"
     commit = _clone(repository)
+    uncommitted = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"],
+        cwd=repository,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    _as_on_the_device(repository)
     bin_dir = str(Path(sys.executable).parent)  # python3 and asv of this environment
     env = environment() | {
         "GPU_SESSION_DRY_RUN": "1",
@@ -70,6 +91,10 @@ def test_the_gpu_session_runs_end_to_end_on_a_cpu(tmp_path: Path) -> None:
     assert {("crf", "eager"), ("crf", "compiled"), ("viterbi-scan", "compiled")} <= timed
     assert ("pytorch-crf", "eager") in timed and ("pytorch-crf", "compiled") not in timed  # eager only
     assert (timing["seconds"] > 0).all() and set(timing["device"]) == {"cpu"}
+    if not uncommitted:  # the prepared .git makes a clean checkout, as the real session's timing needs
+        assert set(timing["revision"]) == {commit}, done.stdout[-3000:]
+    warmed = (out / "timing-synthetic.log").read_text()
+    assert warmed.count("warm-up: torch compiled train crf:") == 1, warmed  # where the time goes
 
     results = [path for path in (back / "asv" / MACHINE).glob("*.json") if path.name != "machine.json"]
     assert [path.name[:8] for path in results] == [commit[:8]], done.stdout[-3000:]
