@@ -29,8 +29,6 @@ import jax
 import numpy as np
 import torch
 
-import implementations
-
 from .baselines import is_partial
 from .batching import targets
 from .data.types import Sentence, TagSet
@@ -106,21 +104,6 @@ class JaxNetwork:
         )
 
 
-def call(inference: Inference, chain: Chain, *target: jax.Array, validate: bool = False) -> jax.Array:
-    """``inference``'s contract function in JAX on ``chain`` (and a loss's target), with its options."""
-    function = getattr(implementations.get(inference.method, "jax"), inference.function)
-    return function(
-        chain.emissions,
-        chain.transitions,
-        chain.lengths,
-        *target,
-        start=chain.start,
-        end=chain.end,
-        validate=validate,
-        **inference.options,
-    )
-
-
 def mean_loss(
     network: JaxNetwork,
     loss: Inference,
@@ -132,7 +115,7 @@ def mean_loss(
 ) -> jax.Array:
     """The batch's mean loss, what the train step differentiates (dropout with ``key``; without,
     the torch scorer's eval-mode loss to rounding); ``validate`` checks the inputs (eagerly only)."""
-    return call(loss, network.chain(params, features, key), target, validate=validate).mean()
+    return loss.in_backend("jax", network.chain(params, features, key), target, validate=validate).mean()
 
 
 def train_step(network: JaxNetwork, loss: Inference, partial: bool, seed: int) -> Step:
@@ -160,7 +143,9 @@ def train_step(network: JaxNetwork, loss: Inference, partial: bool, seed: int) -
 
 def decode_step(network: JaxNetwork, decoder: Inference) -> Step:
     """The compiled decoding step of ``decoder`` on ``network``: the tags."""
-    compiled = jax.jit(lambda params, features: call(decoder, network.chain(params, features)))
+    compiled = jax.jit(
+        lambda params, features: decoder.in_backend("jax", network.chain(params, features), validate=False)
+    )
 
     def step(sentences: Sequence[Sentence]) -> Any:
         features = jax_features(network.scorer.featurize(sentences), network.device)

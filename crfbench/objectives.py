@@ -32,8 +32,12 @@ class Inference:
     options: dict[str, Any]
 
     def __call__(self, chain: ChainScores, *target: Tensor, validate: bool = True) -> Tensor:
-        module = implementations.get(self.method, backend="torch")
-        function = getattr(module, self.function)
+        return self.in_backend("torch", chain, *target, validate=validate)
+
+    def in_backend(self, backend: str, chain: Any, *target: Any, validate: bool) -> Any:
+        """The contract call in ``backend`` on ``chain``: any scores with the contract's arrays as
+        attributes (torch's :class:`ChainScores`, JAX's ``crfbench.jax_timing.Chain``)."""
+        function = getattr(implementations.get(self.method, backend=backend), self.function)
         return function(
             chain.emissions,
             chain.transitions,

@@ -134,10 +134,20 @@ def check_scores(
             _check_float(name, boundary, ("T",))
             if int(boundary.shape[0]) != num_tags:
                 raise ValueError(f"{name} must have shape (T,) = ({num_tags},), got {tuple(boundary.shape)}")
+    check_lengths(lengths, batch, length)
+    return ChainShape(batch, length, num_tags, per_position)
+
+
+def check_lengths(lengths: Array, batch: int, length: int, *, values: bool = True) -> None:
+    """``lengths``: an integer ``(B,)`` array and, with ``values`` (not under a jax trace, which
+    has no values to read), ``1 <= lengths[b] <= length`` (N: positions of a chain, words of a
+    tree)."""
     if lengths.ndim != 1 or int(lengths.shape[0]) != batch:
         raise ValueError(f"lengths must have shape (B,) = ({batch},), got {tuple(lengths.shape)}")
     if dtype_kind(lengths) not in "iu":
         raise ValueError(f"lengths must be an integer array, got dtype {lengths.dtype}")
+    if not values:
+        return
     host = to_numpy(lengths)
     bad = np.flatnonzero((host < 1) | (host > length))
     if bad.size:
@@ -145,7 +155,6 @@ def check_scores(
             f"lengths must satisfy 1 <= lengths[b] <= N = {length}; "
             f"lengths[{int(bad[0])}] = {int(host[bad[0]])}"
         )
-    return ChainShape(batch, length, num_tags, per_position)
 
 
 def valid_positions(lengths: Array, length: int) -> np.ndarray:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import arborescence, contract, ops
-from .contract import dtype_kind, raise_for_rows, to_numpy
+from .contract import check_lengths, dtype_kind, raise_for_rows, to_numpy
 
 Array = Any  # a torch.Tensor or a jax.Array
 
@@ -29,11 +29,9 @@ def check_scores(scores: Array, lengths: Array) -> int:
     if dtype_kind(scores) != "f" or scores.dtype.itemsize < 4:
         raise ValueError(f"scores must be float32 or float64, got dtype {scores.dtype}")
     batch, words = int(scores.shape[0]), int(scores.shape[1]) - 1
-    if lengths.ndim != 1 or int(lengths.shape[0]) != batch:
-        raise ValueError(f"lengths must have shape (B,) = ({batch},), got {tuple(lengths.shape)}")
-    if dtype_kind(lengths) not in "iu":
-        raise ValueError(f"lengths must be an integer array, got dtype {lengths.dtype}")
-    if ops.of(scores).traced(scores, lengths):
+    traced = ops.of(scores).traced(scores, lengths)
+    check_lengths(lengths, batch, words, values=not traced)
+    if traced:
         from .jax_backend.checked import check_traced  # only a jax array is ever traced
 
         check_traced({"scores": scores}, lengths, words)
@@ -44,12 +42,6 @@ def check_scores(scores: Array, lengths: Array) -> int:
     if (host == math.inf).any():
         raise ValueError("scores contains +inf (only -inf, meaning 'forbidden', is allowed)")
     sizes = to_numpy(lengths)
-    bad = np.flatnonzero((sizes < 1) | (sizes > words))
-    if bad.size:
-        raise ValueError(
-            f"lengths must satisfy 1 <= lengths[b] <= N = {words}; "
-            f"lengths[{int(bad[0])}] = {int(sizes[bad[0]])}"
-        )
     infeasible = [
         not arborescence.root_children(arborescence.arcs(host[b], int(n))) for b, n in enumerate(sizes)
     ]
