@@ -309,9 +309,8 @@ def time_run(
                     | {"sentences": sum(len(b) for b in batch_list)}
                     | {"tokens": sum(len(s.tokens) for b in batch_list for s in b)}
                 )
-        console.log(
-            f"round {round_index + 1}/{warmup + rounds} done ({'warm-up' if round_index < warmup else 'timed'})"
-        )
+        stage = "warm-up" if round_index < warmup else "timed"
+        console.log(f"round {round_index + 1}/{warmup + rounds} done ({stage})")
         if round_index >= warmup:  # every finished round kept: a run cut off by a time limit keeps them
             write_run_table(run_dir, TIMING_FILE, pd.DataFrame(rows))
     return pd.DataFrame(rows)

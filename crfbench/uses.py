@@ -105,6 +105,8 @@ DECODERS: Mapping[str, Use] = _by_name(_DECODERS)
 TIMED_LOSSES: Mapping[str, Use] = _by_name(_LOSSES + _BASELINE_LOSSES)
 #: What the timing stage may time: the decoders and the baseline decoders, by name.
 TIMED_DECODERS: Mapping[str, Use] = _by_name(_DECODERS + _BASELINE_DECODERS)
+#: The baseline decoders' names: the pipeline's timing jobs time them beside its decoders.
+BASELINE_DECODERS: tuple[str, ...] = tuple(use.name for use in _BASELINE_DECODERS)
 
 
 #: The dependency parser's training losses (``crfbench.parsing``, the SparseMAP paper's Table 1), over

@@ -65,6 +65,9 @@ def test_timing_scores_with_the_crf_model_and_costly_decoders_stay_on_their_loss
     assert len(timing) == 3, timing
     assert all("--weights results/runs/" in line and "/0 " in line for line in timing), timing
     assert not any("conll03" in line for line in timing), timing
+    # decoding is timed against the three baselines, as training is (the losses' default list)
+    baselines = " viterbi-scan viterbi-pytorch-crf "
+    assert all(" viterbi " in line and baselines in line for line in timing), timing
     features = [line for line in result.stdout.splitlines() if "crfbench features" in line]
     assert len(features) == 2 and all("--manifest results/features/conll03-ner" in line for line in features)
     evaluations = {line.split("--run-dir ")[1].split()[0]: line for line in commands if " evaluate " in line}

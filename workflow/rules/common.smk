@@ -19,6 +19,7 @@ from crfbench.data.location import ENV_VAR as DATA_VARIABLE
 from crfbench.data.registry import source_folder
 from crfbench.io import write_json  # atomic, as every output of the engine
 from crfbench.objectives import DECODERS, LOSSES
+from crfbench.uses import BASELINE_DECODERS
 
 #: The config as given and validated, before the defaults below: what its committed run records.
 PROFILE_DIGEST = profile_digest(config)

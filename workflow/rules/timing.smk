@@ -26,7 +26,7 @@ rule time:
         cli=CRFBENCH,
         run_dir=lambda w, output: os.path.dirname(output[0]),
         data_dir=data_dir(),
-        decoders=" ".join(config["decoders"]),
+        decoders=" ".join([*config["decoders"], *BASELINE_DECODERS]),  # Table 3's three baselines
         batches=config["timing"]["batches"],
         rounds=config["timing"]["rounds"],
         warmup=config["timing"]["warmup"],
