@@ -163,7 +163,14 @@ def test_a_timing_run_cut_off_keeps_the_rounds_it_finished(tmp_path: Path, monke
     monkeypatch.setattr(timing, "random", SimpleNamespace(Random=CutOffInTheThirdTimedRound))
     with pytest.raises(KeyboardInterrupt):
         time_run(
-            make_config(), tmp_path, batches=1, rounds=5, warmup=1, decoders=("viterbi",), progress=False
+            make_config(),
+            tmp_path,
+            losses=("crf",),
+            decoders=("viterbi",),
+            batches=1,
+            rounds=5,
+            warmup=1,
+            progress=False,
         )
     kept = pd.read_csv(tmp_path / "timing.csv")
     assert sorted(set(kept["round"])) == [0, 1]
