@@ -159,8 +159,8 @@ PARTS=" ${PARTS:-crossover torch jax roofline decode jax-loss others trees} "
 part() { [[ $PARTS == *" $1 "* ]]; }  # part NAME: whether PARTS names it
 # Where BCRF overtakes each baseline (the crossover figure), compiled, torch then JAX, smallest N
 # first: the sequential baselines' loop over positions is unrolled when compiled, so a chunk's
-# compilations grow with N (N = 1024's ten torch combinations at T = 17, B = 32 outran 258 s on an
-# H200 at ab57ee3), and the crossovers measured so far lie at N <= 256
+# compilations grow with N (docs/benchmarks.md, the H200 session at ab57ee3), and the crossovers
+# measured so far lie at N <= 256
 ASCENDING=$(tr ' ' '\n' <<< "$LENGTHS" | sort -n | tr '\n' ' ')
 part crossover && for length in $ASCENDING; do crossover torch "$length" cpu; done
 part crossover && for length in $ASCENDING; do crossover jax "$length"; done
