@@ -3,11 +3,12 @@ compiled, of BCRF-5 and BCRF-10 and of the baselines they must beat (sequential 
 parallel scan ``crf-scan`` and pytorch-crf, the implementation most papers compare with), over the
 crossover grid of the profile (``Grid.crossover``: B, N, and T at the paper's tag-set sizes).
 
-Our methods run compiled: torch under ``torch.compile`` for the fixed shapes (CUDA graphs on a
-GPU), JAX jitted. pytorch-crf is torch only and eager only (its Viterbi backtraces on the host),
-timed as people run it. Every method scores one shared (T, T) transition matrix with start and end
-scores, the one form pytorch-crf has (a tagger's CRF layer). The report draws BCRF's speed-up over
-each baseline against N and tabulates the crossover N (``crfbench.report.crossover``).
+Our methods run compiled: torch under ``torch.compile`` for the fixed shapes on a CPU and captured
+once as a CUDA graph on a GPU (``crfbench.capture``), JAX jitted. pytorch-crf is torch only and
+eager only (its Viterbi backtraces on the host), timed as people run it. Every method scores one
+shared (T, T) transition matrix with start and end scores, the one form pytorch-crf has (a tagger's
+CRF layer). The report draws BCRF's speed-up over each baseline against N and tabulates the
+crossover N (``crfbench.report.crossover``).
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@ memory of marginals, decoding and the training loss with its gradient.
 
 One class per operation, so ``setup`` compiles only what is timed. Each is timed in each ``mode``:
 torch ``eager`` (an operator launched at a time: on a GPU mostly launches) or ``compiled``
-(``torch.compile`` for the fixed shapes, CUDA graphs on a GPU); JAX is always jitted, its one mode
-``compiled``. Combinations whose biggest intermediate array exceeds the profile's per-device cap,
-GPU combinations without a GPU, JAX eager, SparseMAP compiled and the variants a profile does not
-compile are skipped (``NotImplementedError`` in ``setup``).
+(``torch.compile`` for the fixed shapes on a CPU, a CUDA graph captured once on a GPU); JAX is
+always jitted, its one mode ``compiled``. Combinations whose biggest intermediate array exceeds the
+profile's per-device cap, GPU combinations without a GPU, JAX eager, SparseMAP compiled and the
+variants a profile does not compile are skipped (``NotImplementedError`` in ``setup``).
 """
 
 from __future__ import annotations

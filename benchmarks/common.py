@@ -28,6 +28,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import implementations
+from crfbench.capture import Recorder, recorder_for
 from crfbench.compiled import compile_function, compiles
 from crfbench.environment import gpu_present, set_threads
 from crfbench.uses import TIMING_MODES
@@ -43,8 +44,9 @@ except ImportError:  # pragma: no cover - the bench environments install it
 
 PROFILE_VARIABLE = "CRFBENCH_ASV_PROFILE"
 DEVICES = ("cpu", "gpu")
-#: How a call is timed (``crfbench.uses.TIMING_MODES``): torch eager, or under ``torch.compile``
-#: (CUDA graphs on a GPU); JAX is always jitted, its ``compiled`` mode.
+#: How a call is timed (``crfbench.uses.TIMING_MODES``): torch eager, or compiled (under
+#: ``torch.compile`` on a CPU, captured as a CUDA graph on a GPU); JAX is always jitted, its
+#: ``compiled`` mode.
 MODES = TIMING_MODES
 
 
@@ -280,9 +282,10 @@ def operation(
     once it is ready; for ``loss_and_grad``, ``(loss summed over the batch, (gradient w.r.t.
     emissions, w.r.t. transitions))`` in both backends. Jitted in JAX, whatever ``mode``; in torch
     eager, or with ``mode="compiled"`` under ``torch.compile`` for the scores' fixed shapes (for
-    ``loss_and_grad`` the summed loss, whose backward AOTAutograd compiles with it). Call it once
-    to compile. No input validation; no autograd graph but for ``loss_and_grad``. ``overrides``
-    replace the variant's options."""
+    ``loss_and_grad`` the summed loss, whose backward AOTAutograd compiles with it), on a GPU
+    recorded once as a CUDA graph instead (``crfbench.capture``). Call it once to compile. No input
+    validation; no autograd graph but for ``loss_and_grad``. ``overrides`` replace the variant's
+    options."""
     method, options = VARIANTS[variant]
     options = {**options, **overrides}
     module = implementations.get(method, backend)
@@ -313,15 +316,23 @@ def _torch_operation(
     fails to trace when the cache is filled inside it."""
     emissions, transitions, lengths, tags, _, _ = scores
     wait = torch.cuda.synchronize if emissions.is_cuda else lambda: None
+    recorder = recorder_for(emissions.device)  # compiled on a GPU: captured as a CUDA graph
     if name == "loss_and_grad":
         emissions, transitions = emissions.clone().requires_grad_(), transitions.clone().requires_grad_()
 
         def total(emissions, transitions):
             return module.loss(emissions, transitions, lengths, tags, **common).sum()
 
+        if compiled and recorder is not None:
+
+            def gradients() -> tuple[torch.Tensor, ...]:
+                value = total(emissions, transitions)
+                return (value.detach(), *torch.autograd.grad(value, (emissions, transitions)))
+
+            return _replayed(gradients, recorder, wait, lambda out: (out[0], out[1:]))
         if compiled:
             total(emissions, transitions).backward()  # eagerly first (the docstring)
-            total = compile_function(total, emissions.device, dynamic=False)
+            total = compile_function(total, dynamic=False)
 
         def step():
             emissions.grad = transitions.grad = None
@@ -332,10 +343,12 @@ def _torch_operation(
 
         return step
     function = partial(getattr(module, name), **common)
+    if compiled and recorder is not None:
+        return _replayed(torch.no_grad()(lambda: function(emissions, transitions, lengths)), recorder, wait)
     if compiled:
         with torch.no_grad():
             function(emissions, transitions, lengths)  # eagerly first (the docstring)
-        function = compile_function(function, emissions.device, dynamic=False)
+        function = compile_function(function, dynamic=False)
 
     def call():
         with torch.no_grad():
@@ -344,6 +357,25 @@ def _torch_operation(
         return result
 
     return call
+
+
+def _replayed(
+    call: Callable[[], Any],
+    recorder: Callable[[], Recorder],
+    wait: Callable[[], object],
+    arrange: Callable[[Any], Any] = lambda outputs: outputs,
+) -> Callable[[], Any]:
+    """``call`` (on the scores' fixed tensors) recorded once, as a replay that waits for the device
+    and returns the recorded outputs (rewritten by each replay), arranged by ``arrange``."""
+    recording = recorder()
+    outputs = recording.record(call)
+
+    def replay() -> Any:
+        recording.replay()
+        wait()
+        return arrange(outputs)
+
+    return replay
 
 
 class OperatorCount(TorchDispatchMode):

@@ -13,15 +13,16 @@
 # (COMMIT: the commit whose tree this is, as asv records it). GPU_SESSION_DRY_RUN=1 rehearses the
 # whole session on a CPU in a minute or two (CI does, tests/workflow/test_gpu_session.py): nothing is
 # installed (the current python3 runs), the timing stage times the synthetic task's first batches on
-# the CPU (fresh network, torch.compile's aot_eager backend), and the asv stage runs torch's chunk at
-# the `check` profile's one point on the CPU. STAGES (default "check capture timing asv") picks the
+# the CPU (fresh network; the compiled mode takes the GPU's path, each step captured and replayed,
+# by the CPU's stand-in recorder, crfbench.capture), and the asv stage runs torch's chunk at the
+# `check` profile's one point on the CPU. STAGES (default "check capture timing asv") picks the
 # stages to run, and PARTS (default "crossover torch jax roofline decode jax-loss others trees") the
 # parts of the asv stage, each run in that order where named: a session that follows one which
 # measured torch's grid can go straight to JAX's with PARTS="jax roofline jax-loss". A session
 # shorter than the whole grid narrows it: TIMED_DATASETS (default "ud-pos-nl ud-seg-zh ud-pos-en")
 # the timing stage's datasets, TIMING_SECONDS (default 240) each one's limit (a dataset cut off
 # keeps the rounds it finished), TIMED_LOSSES, TIMED_DECODERS and TIMING_BATCHES (default every
-# loss and decoder, 5 batches: each batch shape compiles apart) what it times, CROSSOVER_TAGS and
+# loss and decoder, 5 batches: each batch shape is captured apart) what it times, CROSSOVER_TAGS and
 # CROSSOVER_BATCH (regular expressions, default every value) the crossover's T and B.
 set -uo pipefail
 MACHINE=${1:?machine name, e.g. nvidia-h200, as results/asv/ and the nightly workflow name the device}
@@ -48,7 +49,8 @@ DRY_RUN=${GPU_SESSION_DRY_RUN:-}
 if [ -n "$DRY_RUN" ]; then
     ASV_DEVICE=cpu TIMING_DEVICE=cpu ASV_PROFILE=check LENGTHS=16
     TIMED_DATASETS=synthetic PARTS=${PARTS:-crossover torch}
-    export CRFBENCH_COMPILE_BACKEND=aot_eager  # traces as inductor would, compiles nothing
+    export CRFBENCH_CAPTURE=rerun  # the GPU's compiled path (CUDA graphs) with the CPU's stand-in
+    export CRFBENCH_COMPILE_BACKEND=aot_eager  # anything still compiled: traced, nothing compiled
 else
     ASV_DEVICE=gpu TIMING_DEVICE=cuda ASV_PROFILE=regular LENGTHS="1024 256 64 16"
     TIMED_DATASETS=${TIMED_DATASETS:-ud-pos-nl ud-seg-zh ud-pos-en}
@@ -82,12 +84,13 @@ STAGES=${STAGES:-check capture timing asv}
 [[ $STAGES == *check* ]] && stage "every method on the GPU against the CPU (float64)" && timeout 240 python3 -m pytest -v -p no:cacheprovider tests/implementations/test_cross_backend.py \
     -k "test_gpu_equals_cpu and (torch or [crf-jax] or [crf-scan-jax] or [bcrf-jax] or [meanfield-jax])" 2>&1 \
     | grep -E "PASSED|FAILED|ERROR|passed|failed"
-[[ $STAGES == *capture* ]] && stage "a training step of every capture-safe method captures as a CUDA graph" && timeout 120 python3 -m pytest -v -p no:cacheprovider tests/implementations/test_capture.py \
-    -k cuda_graph 2>&1 | grep -E "PASSED|FAILED|ERROR|passed|failed"
+[[ $STAGES == *capture* ]] && stage "every capture-safe method's training step and decoding capture as CUDA graphs" && timeout 150 python3 -m pytest -v -p no:cacheprovider tests/implementations/test_capture.py \
+    tests/crfbench/test_captured_timing.py -k cuda 2>&1 | grep -E "PASSED|FAILED|ERROR|passed|failed"
 
-# Eager and compiled (torch.compile, each batch shape's step replayed as a CUDA graph): eager GPU
-# timings measure kernel launches, and the ledger judges the compiled ones alone. Two warm-up
-# rounds: the first compiles every shape, the second records its CUDA graph.
+# Eager and compiled (each batch shape's step captured as a CUDA graph and replayed; nothing is
+# compiled, crfbench.capture): eager GPU timings measure kernel launches, and the ledger judges the
+# compiled ones alone. Two warm-up rounds: the first captures every shape (a few eager calls and
+# the capture), the second replays each once (a graph's first replay uploads it).
 # Every baseline implementation is timed beside BCRF in the same process: the sequential forward
 # algorithm and Viterbi (crf, viterbi), the parallel scan and pytorch-crf's.
 [[ $STAGES == *timing* ]] && stage "Tables 2-3: a training step per loss and decoding per decoder, on $TIMING_DEVICE, eager and compiled"
@@ -96,7 +99,7 @@ for dataset in $TIMED_DATASETS; do
     [ -z "$DRY_RUN" ] && [ "$(left)" -lt $((TIMING_SECONDS / 2 + 60)) ] && { echo "skip $dataset: too little time left"; continue; }
     run_dir="results/gpu/$MACHINE/timing/$dataset/L0"
     mkdir -p "$run_dir"
-    if [ -n "$DRY_RUN" ]; then  # the cheapest to compile of each kind (BCRF's loss traces for minutes)
+    if [ -n "$DRY_RUN" ]; then  # a few items of each kind
         settings=(--set dataset=synthetic --set encoder_name=L0 --set batch_size=8)
         sizes=(--batches 1 --rounds 1 --warmup 1)
         items=(--losses pytorch-crf crf --decoders viterbi-scan)

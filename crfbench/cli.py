@@ -336,7 +336,7 @@ def parser() -> argparse.ArgumentParser:
         nargs="+",
         choices=list(TIMING_MODES),
         default=["eager"],
-        help="eager, and/or compiled (torch.compile; CUDA graphs on a GPU; SparseMAP eager only)",
+        help="eager, and/or compiled (torch.compile on a CPU, CUDA graphs on a GPU; SparseMAP eager only)",
     )
     timing.add_argument(
         "--backends",

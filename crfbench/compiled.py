@@ -2,12 +2,11 @@
 compiled, at its best in torch.
 
 On a GPU, eager timing mostly measures kernel launches, not methods, so a speed verdict rests on
-the compiled mode. Compiled here is ``torch.compile`` with shapes dynamic (the batches' lengths
-vary), of the network and of the inference call apart: on a GPU in ``mode="reduce-overhead"``,
-which replays each shape's step as a CUDA graph, on a CPU in inductor's default mode. Capture needs
-every method to read nothing back to the host: SparseMAP cannot (its active set grows and stops on
-the scores' values) and is timed eager only, as is the pytorch-crf baseline
-(:data:`CAPTURE_EXEMPT`).
+the compiled mode. There, compiled is the step captured as a CUDA graph and replayed
+(``crfbench.capture``). On a CPU it is ``torch.compile`` (inductor), here with shapes dynamic (the
+batches' lengths vary), of the network and of the inference call apart. Either needs every method
+to read nothing back to the host: SparseMAP cannot (its active set grows and stops on the scores'
+values) and is timed eager only, as is the pytorch-crf baseline (:data:`CAPTURE_EXEMPT`).
 
 ``CRFBENCH_COMPILE_BACKEND`` names another ``torch.compile`` backend (the tests trace with
 ``aot_eager``, which compiles nothing; timings are only meaningful with the default, inductor).
@@ -52,34 +51,30 @@ def compiles(method: str) -> bool:
 RECOMPILE_LIMIT = 64
 
 
-def compile_function(
-    function: Callable[..., Any], device: torch.device, *, dynamic: bool = True
-) -> Callable[..., Any]:
-    """``function`` under ``torch.compile`` for ``device``: CUDA graphs on a GPU; shapes dynamic
-    unless ``dynamic`` is False (a benchmark's fixed shapes: one specialised program, as a training
-    loop on padded batches of one shape would run).
+def compile_function(function: Callable[..., Any], *, dynamic: bool = True) -> Callable[..., Any]:
+    """``function`` under ``torch.compile``: a CPU's compiled mode (a GPU's captures instead,
+    ``crfbench.capture``); shapes dynamic unless ``dynamic`` is False (a benchmark's fixed
+    shapes: one specialised program, as a training loop on padded batches of one shape would run).
 
     Raises the limit of compiled variants per code object to :data:`RECOMPILE_LIMIT` and makes
     reaching it an error (a process-wide setting of dynamo's): a step timed as compiled never falls
     back to eager silently."""
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
     torch._dynamo.config.fail_on_recompile_limit_hit = True
-    options: dict[str, Any] = {"dynamic": dynamic, "backend": os.environ.get(BACKEND_VARIABLE, "inductor")}
-    if device.type == "cuda" and options["backend"] == "inductor":
-        options["mode"] = "reduce-overhead"
-    return torch.compile(function, **options)
+    backend = os.environ.get(BACKEND_VARIABLE, "inductor")
+    return torch.compile(function, dynamic=dynamic, backend=backend)
 
 
 class CompiledInference:
-    """``inference`` with its contract call compiled for ``device`` (no input checks: they read the
-    scores back); called like an :class:`Inference`."""
+    """``inference`` with its contract call compiled (no input checks: they read the scores back);
+    called like an :class:`Inference`."""
 
-    def __init__(self, inference: Inference, device: torch.device) -> None:
+    def __init__(self, inference: Inference) -> None:
         if not compiles(inference.method):
             raise ValueError(f"{inference.method}: has no compiled mode (its iterations stop on values)")
         self.method, self.function, self.options = inference.method, inference.function, inference.options
         contract = getattr(implementations.get(inference.method, backend="torch"), inference.function)
-        self._call = compile_function(partial(contract, validate=False, **inference.options), device)
+        self._call = compile_function(partial(contract, validate=False, **inference.options))
 
     def __call__(self, chain: ChainScores, *target: torch.Tensor, validate: bool = False) -> torch.Tensor:
         if validate:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Protocol
 
 import torch
@@ -101,15 +102,22 @@ class ChainScores:
     end: Tensor | None
 
 
+@lru_cache(maxsize=64)
+def constraint_scores(tagset: TagSet, dtype: torch.dtype, device: torch.device) -> tuple[Tensor, ...]:
+    """``tagset.score_masks()`` as tensors on ``device``, made once per (tag set, dtype, device):
+    a step then copies nothing from the host, which a CUDA graph could not capture
+    (``crfbench.capture``). Shared between calls: read them, never write them."""
+    return tuple(torch.as_tensor(mask, dtype=dtype, device=device) for mask in tagset.score_masks())
+
+
 def chain_scores(scores: Scores, tagset: TagSet) -> ChainScores:
     """Add the tag set's constraints (-inf where forbidden) to a scorer's raw output.
 
     A scorer without transition scores (the unstructured model) gets the constraint pattern alone
     as shared transitions, so that structured decoders still see the constraints.
     """
-    dtype, device = scores.emissions.dtype, scores.emissions.device
-    transition_mask, start_mask, end_mask = (
-        torch.as_tensor(mask, dtype=dtype, device=device) for mask in tagset.score_masks()
+    transition_mask, start_mask, end_mask = constraint_scores(
+        tagset, scores.emissions.dtype, scores.emissions.device
     )
     transitions = transition_mask if scores.transitions is None else scores.transitions + transition_mask
     constrained = tagset.constrained

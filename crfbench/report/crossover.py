@@ -2,10 +2,11 @@
 rows named ``time_crossover`` in ``results/scaling.csv``): the speed-up of BCRF-5 and BCRF-10 over
 each baseline against N, one line per T, and the crossover N as a table.
 
-The sweep times our methods compiled (torch under ``torch.compile``, JAX jitted) and pytorch-crf
-eager, so a speed-up compares each method at its best as people would run it. A baseline is
-compared within a backend (``crf`` and ``crf-scan`` in torch against BCRF in torch, in JAX against
-BCRF in JAX) except pytorch-crf, a torch library, which both backends' BCRF are compared against.
+The sweep times our methods compiled (torch under ``torch.compile`` on a CPU and captured as a CUDA
+graph on a GPU, JAX jitted) and pytorch-crf eager, so a speed-up compares each method at its best as
+people would run it. A baseline is compared within a backend (``crf`` and ``crf-scan`` in torch
+against BCRF in torch, in JAX against BCRF in JAX) except pytorch-crf, a torch library, which both
+backends' BCRF are compared against.
 """
 
 from __future__ import annotations
@@ -159,7 +160,8 @@ def crossover_figures(frame: pd.DataFrame, out_dir: Path) -> list[Drawn]:
                 out_dir / f"crossover-{machine}-{device}-B{batch}-{name}.png",
                 f"asv crossover sweep, {label} ({where}; shared transitions): speed-up of BCRF-5 and "
                 "BCRF-10 (rows, per backend) over each baseline (columns: the baseline's seconds ÷ "
-                "BCRF's; ours compiled, torch.compile or jit, pytorch-crf eager and compared in torch) "
+                "BCRF's; ours compiled: torch.compile on a CPU, a CUDA graph on a GPU, JAX jit; pytorch-crf "
+                "eager and compared in torch) "
                 "against N, one line per tag-set size T; above the dashed line at 1× BCRF is faster, "
                 "and the N where a line crosses it for good is the crossover (tables/crossover.csv). "
                 "Each point is a ratio of asv's medians, with no interval.",

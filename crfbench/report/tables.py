@@ -35,7 +35,8 @@ _BASELINES = (
     '(our crf-scan, as torch-struct computes it), and "vs CRF (pytorch-crf)" by pytorch-crf\'s, the '
     "implementation most papers compare with; all timed in the same run. Only the first has the paper's "
     "value beside it. Columns split by device and by timing mode (eager: one operator launched at a time; "
-    "compiled: torch.compile, CUDA graphs on a GPU) where the rows hold several."
+    "compiled: torch.compile on a CPU, the step captured as a CUDA graph on a GPU) where the rows hold "
+    "several."
 )
 _EXPLANATIONS = {
     "score": (

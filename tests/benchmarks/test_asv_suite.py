@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from benchmarks import common
+from crfbench import capture
 from crfbench.compiled import BACKEND_VARIABLE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,6 +106,23 @@ def test_the_timed_call_is_the_contract_call_in_both_backends(variant, name):
             continue
         np.testing.assert_array_equal(ours, contract)
         np.testing.assert_allclose(other, ours, rtol=2e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("variant", ["crf", "bcrf-10"])
+@pytest.mark.parametrize("name", common.OPERATIONS)
+def test_the_captured_call_equals_the_eager_one(name, variant, monkeypatch):
+    """torch's compiled mode on a GPU, a CUDA graph recorded once and replayed
+    (``crfbench.capture``), rehearsed with the CPU's stand-in recorder: each replay returns what
+    the eager call does, the loss's gradients included."""
+    monkeypatch.setenv(capture.CAPTURE_VARIABLE, "rerun")
+    scores = common.random_scores("torch", "cpu", 3, 6, 4)
+    eager = _numpy(common.operation("torch", variant, name, scores)())
+    call = common.operation("torch", variant, name, scores, mode="compiled")
+    for _ in range(2):
+        replayed = _numpy(call())
+        assert len(replayed) == len(eager)
+        for got, want in zip(replayed, eager, strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize("name", common.OPERATIONS)

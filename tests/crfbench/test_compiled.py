@@ -62,13 +62,13 @@ def test_compiled_calls_equal_eager_ones() -> None:
     gold = targets(False, sentences, dataset.tagset)
     for name in ("bcrf", "unstructured"):  # every method: tests/implementations/test_capture.py
         eager = training_loss(name, config.loss_iterations)
-        compiled = CompiledInference(eager, torch.device("cpu"))
+        compiled = CompiledInference(eager)
         torch.testing.assert_close(compiled(chain, gold), eager(chain, gold, validate=False))
     for name in ("bcrf-10",):
-        compiled = CompiledInference(DECODERS[name], torch.device("cpu"))
+        compiled = CompiledInference(DECODERS[name])
         assert torch.equal(compiled(chain), DECODERS[name](chain, validate=False))
     with pytest.raises(ValueError, match="sparsemap: has no compiled mode"):
-        CompiledInference(DECODERS["sparsemap"], torch.device("cpu"))
+        CompiledInference(DECODERS["sparsemap"])
 
 
 @pytest.mark.parametrize(
@@ -110,7 +110,7 @@ def test_every_variant_of_one_function_compiles(monkeypatch: pytest.MonkeyPatch)
         return call
 
     kernels = [eval(f"lambda x: x * {k}") for k in range(12)]  # a code object of its own each
-    variants = [compile_function(through(kernel), torch.device("cpu")) for kernel in kernels]
+    variants = [compile_function(through(kernel)) for kernel in kernels]
     x = torch.ones(3)
     assert [float(variant(x)[0]) for variant in variants] == [float(k) for k in range(12)]
     assert len(COMPILED_GRAPHS) == 12

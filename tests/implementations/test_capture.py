@@ -10,16 +10,20 @@ SparseMAP is exempt: its active set grows and stops on the scores' values (docs/
 - BCRF's scaling form, whose exactness tests read tensors back in eager mode, is traced with its
   tests branch-free (``fullgraph=True`` fails on any read-back); where no test fails (finite
   scores) compiled and eager are the same to rounding, and where some do (-inf scores) too;
-- a CUDA graph replays a captured loss step on new values (skipped without a GPU).
+- a CUDA graph replays a captured loss step and decoding on new values (skipped without a GPU;
+  the CPU's stand-in recorder checks the same capture plumbing everywhere).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
+
+from crfbench.capture import CapturedStep, CudaGraphRecorder, RerunRecorder
 
 from . import backends
 from .instances import Instance, invoke, make_instance, random_allowed
@@ -142,48 +146,72 @@ def test_decode_and_marginals_trace_whole(method: str, options: dict[str, Any]) 
             torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="a CUDA graph needs a GPU")
+#: How a step is captured: as a CUDA graph where a GPU is; everywhere, by the CPU's stand-in, which
+#: checks the same plumbing (inputs copied in, outputs rewritten) and no capture
+NO_GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="a CUDA graph needs a GPU")
+RECORDERS = [
+    pytest.param("gpu", CudaGraphRecorder, id="cuda-graph", marks=NO_GPU),
+    pytest.param("cpu", RerunRecorder, id="rerun"),
+]
+
+
+def captured_inputs(device: str, seed: int) -> dict[str, torch.Tensor]:
+    """The instance of ``seed`` on ``device``: scores, lengths, gold tags and allowed tags."""
+    inst, allowed = instance(seed, 0.3, True)
+    extra = {"tags": torch.as_tensor(inst.gold), "allowed": torch.as_tensor(allowed)}
+    where = "cuda" if device == "gpu" else "cpu"
+    return {**inst.arrays(backends.get("torch", device=device)), **{k: v.to(where) for k, v in extra.items()}}
+
+
+@pytest.mark.parametrize(("device", "recorder"), RECORDERS)
 @pytest.mark.parametrize(("method", "options"), METHODS, ids=IDS)
-def test_loss_step_captures_as_a_cuda_graph(method: str, options: dict[str, Any]) -> None:
-    """Captured once, the step replays on new values of the same shapes (scores, lengths, gold
-    tags, allowed tags) and equals eager on them."""
-    gpu = backends.get("torch", device="gpu")
-    module, names = gpu.module(method), ("emissions", "transitions", "start", "end")
+def test_loss_step_captures_and_replays_on_new_values(
+    method: str, options: dict[str, Any], device: str, recorder: Any
+) -> None:
+    """Captured once (``crfbench.capture``, as the timing stage captures a step on a GPU), the
+    step replays on new values of the same shapes (scores, lengths, gold tags, allowed tags) and
+    equals eager on them, the loss and its gradients."""
+    module, names = (
+        backends.get("torch", device=device).module(method),
+        ("emissions", "transitions", "start", "end"),
+    )
 
-    def inputs(seed: int) -> dict[str, torch.Tensor]:
-        inst, allowed = instance(seed, 0.3, True)
-        extra = {"tags": torch.as_tensor(inst.gold), "allowed": torch.as_tensor(allowed)}
-        return {**inst.arrays(gpu), **{k: v.to("cuda") for k, v in extra.items()}}
-
-    def run(arrays: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+    def run(arrays: Mapping[str, torch.Tensor]) -> list[torch.Tensor]:
+        leaves = {k: arrays[k].detach().requires_grad_(True) for k in names}  # the inputs' memory
         step = training_step(module, options_of(method, "loss", options), arrays["tags"], arrays["allowed"])
-        value = step(*(arrays[k] for k in ("emissions", "transitions", "lengths", "start", "end")))
-        grads = torch.autograd.grad(
-            value, [arrays[k] for k in names], allow_unused=True, materialize_grads=True
+        value = step(
+            *(leaves.get(k, arrays[k]) for k in ("emissions", "transitions", "lengths", "start", "end"))
         )
-        return [value, *grads]
+        grads = torch.autograd.grad(value, list(leaves.values()), allow_unused=True, materialize_grads=True)
+        return [value.detach(), *grads]
 
-    static = inputs(6)
-    for k in names:
-        static[k].requires_grad_(True)
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        run(static)  # warm-up on a side stream, as capture requires
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        captured = run(static)
-    second = inputs(7)
-    with torch.no_grad():
-        for k, v in second.items():
-            static[k].copy_(v)
-    graph.replay()
-    torch.cuda.synchronize()
-    for k in names:
-        second[k].requires_grad_(True)
-    for got, want in zip(captured, run(second), strict=True):
-        torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)
+    captured = CapturedStep(run, recorder)
+    captured(captured_inputs(device, 6))
+    got = captured(captured_inputs(device, 7))
+    assert captured.captures == 1
+    for g, want in zip(got, run(captured_inputs(device, 7)), strict=True):
+        torch.testing.assert_close(g, want, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize(("device", "recorder"), RECORDERS)
+@pytest.mark.parametrize(
+    ("method", "options"), [(m, o) for m, o, _ in READ_OFF], ids=[i for *_, i in READ_OFF]
+)
+def test_decoding_captures_and_replays_on_new_values(
+    method: str, options: dict[str, Any], device: str, recorder: Any
+) -> None:
+    module = backends.get("torch", device=device).module(method)
+    opts = options_of(method, "decode", options)
+    if method == "unstructured":
+        opts = {"repair": True, "validate": False}
+
+    def run(arrays: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        keywords = {k: arrays[k] for k in ("emissions", "transitions", "lengths", "start", "end")}
+        return invoke(module.decode, keywords, **opts)
+
+    captured = CapturedStep(run, recorder)
+    captured(captured_inputs(device, 8))
+    assert torch.equal(captured(captured_inputs(device, 9)), run(captured_inputs(device, 9)))
 
 
 def test_a_first_call_traced_compiles_once(monkeypatch: pytest.MonkeyPatch) -> None:
