@@ -17,8 +17,8 @@ from crfbench.experiment import load_dataset
 from crfbench.models import build_scorer
 from crfbench.objectives import DECODERS, chain_scores
 from crfbench.timed_steps import TorchSteps
-from crfbench.timing import time_run
 
+from .test_compiled import timed_in_both_modes
 from .test_engine import SMALL_SCORER, make_config
 
 
@@ -81,17 +81,7 @@ def test_captured_decoding_equals_eager_decoding_on_every_batch(device: str) -> 
 
 
 def test_every_item_but_sparsemap_is_timed_captured(tmp_path: Path) -> None:
-    table = time_run(
-        make_config(),
-        tmp_path,
-        losses=("crf", "sparsemap"),
-        decoders=("viterbi",),
-        modes=("eager", "compiled"),
-        batches=2,
-        rounds=1,
-        warmup=1,
-        progress=False,
-    )
+    table = timed_in_both_modes(tmp_path, ("crf", "sparsemap"), ("viterbi",), batches=2)
     compiled = set(zip(table["mode"], table.kind, table.name, strict=True))
     assert ("compiled", "train", "crf") in compiled and ("compiled", "decode", "viterbi") in compiled
     assert ("compiled", "train", "sparsemap") not in compiled and ("eager", "train", "sparsemap") in compiled
@@ -106,17 +96,7 @@ def test_an_item_whose_capture_fails_is_timed_eager_only_and_said_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr("crfbench.timed_steps.recorder_for", lambda device: FailingRecorder)
-    table = time_run(
-        make_config(),
-        tmp_path,
-        losses=("crf",),
-        decoders=("viterbi",),
-        modes=("eager", "compiled"),
-        batches=1,
-        rounds=2,
-        warmup=1,
-        progress=False,
-    )
+    table = timed_in_both_modes(tmp_path, ("crf",), ("viterbi",), rounds=2)
     assert set(table["mode"]) == {"eager"} and len(table) == 2 * 2  # two items, two rounds
     logged = capsys.readouterr()
     assert "not timed compiled: train crf: its capture failed: CUDA error" in logged.out + logged.err

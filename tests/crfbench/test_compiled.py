@@ -31,18 +31,23 @@ def traced_only(monkeypatch: pytest.MonkeyPatch) -> None:
     torch._dynamo.reset()
 
 
-def test_every_item_but_sparsemap_is_timed_in_both_modes(tmp_path: Path) -> None:
-    table = time_run(
+def timed_in_both_modes(path: Path, losses: tuple[str, ...], decoders: tuple[str, ...], **sizes: int):
+    """``time_run`` of the test config's ``losses`` and ``decoders``, eager and compiled, one
+    batch, one round and one warm-up round unless ``sizes`` say otherwise."""
+    sizes = {"batches": 1, "rounds": 1, "warmup": 1} | sizes
+    return time_run(
         make_config(),
-        tmp_path,
-        losses=LOSSES,
-        decoders=DECODER_NAMES,
+        path,
+        losses=losses,
+        decoders=decoders,
         modes=("eager", "compiled"),
-        batches=1,
-        rounds=1,
-        warmup=1,
         progress=False,
+        **sizes,
     )
+
+
+def test_every_item_but_sparsemap_is_timed_in_both_modes(tmp_path: Path) -> None:
+    table = timed_in_both_modes(tmp_path, LOSSES, DECODER_NAMES)
     timed = Counter(zip(table["mode"], table.kind, table.name, strict=True))
     items = [("train", name) for name in LOSSES] + [("decode", name) for name in DECODER_NAMES]
     assert timed == Counter(
