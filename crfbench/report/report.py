@@ -45,7 +45,8 @@ from .parse_inputs import read_parse_results
 from .parsing import PARSE_SKIPPED, parse_sections, write_sections
 from .regime import dataset_statistics, regimes
 from .render import csv_text, latex, markdown
-from .scaling import read_scaling, scaling_figures, summary_tables
+from .scaling import read_scaling, scaling_figures
+from .scaling_tables import summary_tables
 from .stats import decode_speedups, score_stats, train_speedups, violation_stats
 from .tables import build_table, missing
 from .training import (

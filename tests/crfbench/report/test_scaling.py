@@ -15,13 +15,15 @@ from crfbench.report.scaling import (
     BETHE_ROWS,
     SOLVER_ROWS,
     _interquartile_band,
+    scaling_figures,
+    solver_figure,
+    speedups,
+)
+from crfbench.report.scaling_tables import (
     crossover_table,
     operators_table,
     peers_table,
     roofline_table,
-    scaling_figures,
-    solver_figure,
-    speedups,
     summary_tables,
 )
 from implementations.registry import BETHE_SOLVERS, SPARSEMAP_SOLVERS
