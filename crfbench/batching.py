@@ -16,6 +16,27 @@ def shuffled_batches(count: int, batch_size: int, generator: torch.Generator) ->
     return [order[i : i + batch_size] for i in range(0, count, batch_size)]
 
 
+def length_pooled_batches(
+    lengths: Sequence[int], batch_size: int, pool: int | None, generator: torch.Generator
+) -> list[list[int]]:
+    """Training batches of similar lengths, still random: the sentences shuffled, cut into pools of
+    ``pool`` batches, each pool sorted by length (ties stay in random order) and cut into batches,
+    and the batches shuffled. The sequential methods and a BiLSTM pay for a batch's longest
+    sentence, so uniformly random batches of varied lengths cost a factor in padding (a bucketing
+    iterator's trade-off: less padding, batches a little less mixed). ``pool`` None: uniformly
+    random batches, as :func:`shuffled_batches` makes them from the same generator state."""
+    batches = shuffled_batches(len(lengths), batch_size, generator)
+    if pool is None:
+        return batches
+    order = [index for batch in batches for index in batch]
+    span = batch_size * pool
+    pooled = []
+    for start in range(0, len(order), span):
+        chunk = sorted(order[start : start + span], key=lengths.__getitem__)
+        pooled += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
+    return [pooled[i] for i in torch.randperm(len(pooled), generator=generator).tolist()]
+
+
 def length_sorted_batches(sentences: Sequence[Sentence], batch_size: int) -> list[list[int]]:
     """Batches of similar lengths (less padding) for evaluation; results are put back in order."""
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i].tokens))

@@ -53,6 +53,9 @@ class RunConfig:
     lr_reductions: int = 2
     min_learning_rate: float = 0.0
     batch_size: int = 32
+    # Training batches from pools of ``length_pool`` batches sorted by length (less padding for the
+    # sequential methods; crfbench.batching.length_pooled_batches); None: uniformly random batches.
+    length_pool: int | None = 50
     learning_rate: float | None = None  # None: LEARNING_RATES[scorer.encoder]
     # A dev grid: one run per rate (sub-folders of the run's), the best dev score's is the run's
     # (crfbench.tuning.choose_learning_rate); replaces ``learning_rate``.
@@ -103,7 +106,7 @@ class RunConfig:
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ValueError(f"{name}: must be positive or null, got {value!r}")
-        for name in ("patience", "max_train_sentences", "max_eval_sentences", "threads"):
+        for name in ("patience", "length_pool", "max_train_sentences", "max_eval_sentences", "threads"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name}: must be a positive integer or null, got {value!r}")

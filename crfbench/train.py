@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from . import console, environment
-from .batching import select, shuffled_batches, targets
+from .batching import length_pooled_batches, select, targets
 from .config import RunConfig, check_device_available
 from .data.types import Dataset
 from .experiment import load_dataset, mean_support, predict, score_batch
@@ -199,6 +199,7 @@ def _train_run(
         torch.set_rng_state(saved["torch_rng"])
         state = saved["state"]
 
+    lengths = [len(sentence.tokens) for sentence in dataset.train]
     trained = 0
     for epoch in range(state["epoch"] + 1, config.epochs + 1):
         if state["stopped_early"] or (stop_after is not None and trained >= stop_after):
@@ -207,7 +208,7 @@ def _train_run(
         learning_rate = optimizer.param_groups[0]["lr"]
         scorer.train()
         total_loss = 0.0
-        batches = shuffled_batches(len(dataset.train), config.batch_size, shuffler)
+        batches = length_pooled_batches(lengths, config.batch_size, config.length_pool, shuffler)
         for indices in console.progress_bar(batches, f"epoch {epoch}/{config.epochs}", progress=progress):
             sentences = select(dataset.train, indices)
             chain = score_batch(scorer, sentences, tagset, device)

@@ -129,7 +129,8 @@ class ScorerConfig:
     (``crfbench.models.frozen``): those of ``feature_layers`` (0 the embeddings, -1 the last
     layer), pooled from subwords to words by ``feature_pooling``, combined by ``feature_combine``,
     extracted once per split and cached under ``feature_cache`` (null: $CRFBENCH_FEATURES or the
-    user's cache folder); a BiLSTM of ``lstm_hidden`` units each way (0: none) runs over them.
+    user's cache folder); ``feature_projection`` > 0 maps them linearly (trained) to that width, and
+    a BiLSTM of ``lstm_hidden`` units each way (0: none) runs over them.
     """
 
     encoder: str = "embeddings"
@@ -150,6 +151,7 @@ class ScorerConfig:
     feature_pooling: str = "first"
     feature_combine: str = "concat"
     feature_cache: str | None = None
+    feature_projection: int = 0
     lstm_hidden: int = 128
 
     def __post_init__(self) -> None:
@@ -185,8 +187,9 @@ class ScorerConfig:
         if self.feature_combine not in LAYER_COMBINATIONS:
             combine, known = self.feature_combine, LAYER_COMBINATIONS
             raise ValueError(f"ScorerConfig.feature_combine must be one of {known}, got {combine!r}")
-        if self.lstm_hidden < 0:
-            raise ValueError(f"ScorerConfig.lstm_hidden must be >= 0, got {self.lstm_hidden}")
+        for name in ("feature_projection", "lstm_hidden"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"ScorerConfig.{name} must be >= 0, got {getattr(self, name)}")
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ScorerConfig:

@@ -53,6 +53,7 @@ class ParseConfig:
     epochs: int = 30  # the cap
     patience: int = 5  # epochs without a better dev UAS before stopping
     batch_size: int = 32
+    length_pool: int | None = 50  # batches of similar lengths, as RunConfig.length_pool; None: random
     max_train_sentences: int | None = None  # the first n training sentences (smoke runs)
     max_eval_sentences: int | None = None  # the first n dev and test sentences (smoke runs)
     parser: ParserConfig = field(default_factory=ParserConfig)
@@ -68,12 +69,13 @@ class ParseConfig:
             "epochs",
             "patience",
             "batch_size",
+            "length_pool",
             "max_train_sentences",
             "max_eval_sentences",
             "threads",
         ):
             value = getattr(self, name)
-            optional = name.startswith("max_") or name == "threads"
+            optional = name.startswith("max_") or name in ("threads", "length_pool")
             if (value is None and optional) or (
                 isinstance(value, int) and not isinstance(value, bool) and value >= 1
             ):

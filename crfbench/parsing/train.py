@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from .. import console
-from ..batching import shuffled_batches
+from ..batching import length_pooled_batches
 from ..io import CorruptFileError, check_fields, read_json, write_json
 from ..schema import MODEL_FILE, SUMMARY_FILE
 from ..tuning import choose_learning_rate
@@ -121,11 +121,12 @@ def train(
     best_epoch, stopped_by = 0, "epoch cap"
     save_model(run_dir / MODEL_FILE, scorer, 0, best)
     _log(log, history[-1])
+    lengths = [len(parse.words) for parse in data.train]
     for epoch in range(1, config.epochs + 1):
         started = time.perf_counter()
         scorer.train()
         total = 0.0
-        batches = shuffled_batches(len(data.train), config.batch_size, shuffler)
+        batches = length_pooled_batches(lengths, config.batch_size, config.length_pool, shuffler)
         for indices in console.progress_bar(batches, f"epoch {epoch}/{config.epochs}"):
             batch = encode([data.train[i] for i in indices], scorer.vocabulary, device)
             scores = scorer(batch.words, batch.upos, batch.lengths)

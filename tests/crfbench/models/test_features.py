@@ -95,8 +95,9 @@ def test_first_subword_and_mean_pooling_by_hand() -> None:
 def test_cache_key_follows_layers_pooling_data_and_weights(tiny_model: Path, tmp_path: Path) -> None:
     base = FeatureStore(frozen_config(tiny_model, tmp_path))
     path = base.path(SPLIT)
-    # what the features do not depend on reads the same file: head, combination, dropout
-    for same in ({"feature_combine": "mean"}, {"lstm_hidden": 0}, {"dropout": 0.3}, {"mlp_hidden": 32}):
+    # what the features do not depend on reads the same file: head, combination, projection, dropout
+    head = ({"lstm_hidden": 0}, {"feature_projection": 8}, {"dropout": 0.3}, {"mlp_hidden": 32})
+    for same in ({"feature_combine": "mean"}, *head):
         assert FeatureStore(frozen_config(tiny_model, tmp_path, **same)).path(SPLIT) == path
     layers = FeatureStore(frozen_config(tiny_model, tmp_path, feature_layers=[-1])).path(SPLIT)
     pooling = FeatureStore(frozen_config(tiny_model, tmp_path, feature_pooling="mean")).path(SPLIT)
@@ -176,6 +177,7 @@ def test_layers_out_of_range_and_bad_settings(tiny_model: Path, tmp_path: Path) 
         ({"feature_layers": []}, "feature_layers"),
         ({"feature_layers": [-1, -1]}, "feature_layers"),
         ({"lstm_hidden": -1}, "lstm_hidden"),
+        ({"feature_projection": -2}, "feature_projection"),
         ({"char_cnn": True}, "char_cnn"),
     ):
         with pytest.raises(ValueError, match=match):
@@ -183,12 +185,15 @@ def test_layers_out_of_range_and_bad_settings(tiny_model: Path, tmp_path: Path) 
 
 
 @pytest.mark.parametrize(
-    "lstm_hidden, combine, width", [(6, "concat", 12), (0, "concat", 64), (0, "mean", 16)]
+    "lstm_hidden, combine, projection, width",
+    [(6, "concat", 0, 12), (0, "concat", 0, 64), (0, "mean", 0, 16), (6, "concat", 5, 12), (0, "mean", 5, 5)],
 )
 def test_scores_have_their_shapes_and_ignore_padding(
-    tiny_model: Path, tmp_path: Path, lstm_hidden: int, combine: str, width: int
+    tiny_model: Path, tmp_path: Path, lstm_hidden: int, combine: str, projection: int, width: int
 ) -> None:
-    config = frozen_config(tiny_model, tmp_path, lstm_hidden=lstm_hidden, feature_combine=combine)
+    config = frozen_config(
+        tiny_model, tmp_path, lstm_hidden=lstm_hidden, feature_combine=combine, feature_projection=projection
+    )
     torch.manual_seed(0)
     scorer = build_scorer(config, [], NUM_TAGS).eval()
     assert scorer.encoder.output_dim == width
