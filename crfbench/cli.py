@@ -26,6 +26,7 @@ from .cli_args import (
 )
 from .cli_studies import add_study_commands
 from .io import CorruptFileError
+from .park import add_park_commands
 
 AGREEMENT_CSV = "results/agreement/agreement.csv"  # `crfbench agree`'s defaults: the committed files
 AGREEMENT_REPORT = "reports/agreement.md"
@@ -408,6 +409,7 @@ def parser() -> argparse.ArgumentParser:
     scaling.set_defaults(handler=_scaling)
 
     add_study_commands(commands)
+    add_park_commands(commands)
 
     gather = commands.add_parser("aggregate", help="concatenate per-run outputs of one kind into one table")
     gather.add_argument(

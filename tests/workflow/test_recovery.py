@@ -22,6 +22,7 @@ import pytest
 import torch
 import yaml
 
+from crfbench.park import park, unpark
 from tests.workflow.pipeline import SNAKEMAKE, copy_workflow, environment, snakemake
 
 pytestmark = pytest.mark.skipif(not SNAKEMAKE.exists(), reason="snakemake not installed (extra: pipeline)")
@@ -163,6 +164,23 @@ def test_the_smoke_run_makes_every_report_and_leaves_nothing_to_do(undisturbed_w
     assert (report / "README.md").stat().st_size > 0 and (report / "claims.csv").stat().st_size > 0
     assert (undisturbed_workdir / RESULTS / "metrics.csv").stat().st_size > 0
     again = snakemake("--dry-run", *SMOKE, cwd=undisturbed_workdir)
+    assert "Nothing to be done" in again.stdout, again.stdout[-3000:]
+
+
+def test_a_parked_run_has_nothing_left_to_do_in_a_fresh_checkout(
+    undisturbed_workdir: Path, tmp_path: Path
+) -> None:
+    """``crfbench park`` on one machine, ``unpark`` in a fresh checkout on another (its files all
+    newer than the run's, as a clone's are): Snakemake finds every parked job up to date."""
+    archive = tmp_path / "run.tar.gz"
+    revision = "parked-revision"  # the workflow copies are no git checkouts: both sides name it
+    park(undisturbed_workdir, archive, revision=revision)
+    fresh = copy_workflow(tmp_path / "fresh")
+    for path in fresh.rglob("*"):
+        os.utime(path)  # a clone's files are as new as the clone
+    unpark(archive, fresh, revision=revision)
+    assert not list((fresh / RESULTS).rglob("checkpoint.pt"))
+    again = snakemake("--dry-run", *SMOKE, cwd=fresh)
     assert "Nothing to be done" in again.stdout, again.stdout[-3000:]
 
 
