@@ -27,9 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import environment
 from .io import save_atomic
-from .schema import CHECKPOINT_FILE, EVALUATION_FILE, MODEL_FILE
+
+# crfbench.environment (torch) and crfbench.schema (seqeval, SciPy) are imported where they are
+# used: the command line's parser imports this module and must stay light.
 
 #: What a parked archive holds, relative to the checkout's root.
 PARKED_FOLDERS = ("results", "reports", ".snakemake/metadata")
@@ -63,6 +64,8 @@ def parked_files(root: Path, keep: Sequence[str] = PIPELINE_KEPT_MODELS) -> Iter
 def _left_out(root: Path, relative: Path, keep: Sequence[str]) -> bool:
     """Whether a file is not packed: in the feature cache, a checkpoint, or a model that no job
     reads again (its run's evaluation is written and no ``keep`` pattern matches it)."""
+    from .schema import CHECKPOINT_FILE, EVALUATION_FILE, MODEL_FILE
+
     text = relative.as_posix()
     if any(text.startswith(folder + "/") for folder in SKIPPED_FOLDERS) or relative.name == CHECKPOINT_FILE:
         return True
@@ -80,6 +83,8 @@ def park(
     ValueError when ``root`` is not a clean git checkout: a run parked from uncommitted code could
     not be resumed under the same code.
     """
+    from . import environment
+
     root = root.resolve()
     revision = revision or environment.revision(root)
     if revision is None or revision.endswith("+dirty"):
@@ -118,6 +123,8 @@ def unpark(archive: Path, root: Path, revision: str | None = None) -> Parked:
     """Unpack ``archive`` into the checkout at ``root``, each file with its parked modification
     time. ValueError when the checkout (at ``revision``, default its commit) is not at the
     archive's commit, or a member would land outside ``PARKED_FOLDERS``."""
+    from . import environment
+
     root = root.resolve()
     manifest = read_manifest(archive)
     revision = revision or environment.revision(root)
