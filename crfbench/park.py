@@ -8,11 +8,13 @@ time. ``crfbench unpark`` unpacks it into a checkout of the same commit, times i
 Snakemake, run again without ``--forcerun``, finds every finished job up to date and runs only
 the rest (like a Snakemake storage plugin's remote copy, with the archive as the store).
 
-Left out, as large and never read again: the frozen-feature cache (a training job refills what it
-needs), training checkpoints (a run cut off mid-training starts again from scratch), and a run's
-model once its evaluation is written (``schema.EVALUATION_FILE``), except those matched by
-``keep`` (the pipeline's sweep and timing jobs read each dataset's first-seed CRF model after its
-evaluation). A partly written file cannot be packed: every output is written atomically.
+Left out, as a checkout of the commit holds them already: the files it commits, unchanged (its
+committed results that the run has not remade yet). Left out, as large and never read again: the
+frozen-feature cache (a training job refills what it needs), training checkpoints (a run cut off
+mid-training starts again from scratch), and a run's model once its evaluation is written
+(``schema.EVALUATION_FILE``), except those matched by ``keep`` (the pipeline's sweep and timing
+jobs read each dataset's first-seed CRF model after its evaluation). A partly written file
+cannot be packed: every output is written atomically.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import argparse
 import fnmatch
 import io
 import json
+import subprocess
 import tarfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -53,12 +56,28 @@ class Parked:
 
 def parked_files(root: Path, keep: Sequence[str] = PIPELINE_KEPT_MODELS) -> Iterator[Path]:
     """The files under ``root`` that a parked archive holds (see the module docstring), relative
-    to ``root``, in a stable order."""
+    to ``root``, in a stable order. Files the commit holds unchanged are left out: a checkout of
+    it has them already."""
+    committed = _unchanged_committed_files(root)
     for folder in PARKED_FOLDERS:
         for path in sorted((root / folder).rglob("*")):
             relative = path.relative_to(root)
-            if path.is_file() and not path.is_symlink() and not _left_out(root, relative, keep):
+            if relative.as_posix() in committed or not path.is_file() or path.is_symlink():
+                continue
+            if not _left_out(root, relative, keep):
                 yield relative
+
+
+def _unchanged_committed_files(root: Path) -> set[str]:
+    """The paths (relative, POSIX) of the files that git tracks under ``root`` and that match its
+    HEAD; none where ``root`` is no git checkout."""
+
+    def listed(*arguments: str) -> set[str]:
+        command = ["git", "-C", str(root), *arguments, "-z", "--", *PARKED_FOLDERS]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        return set(done.stdout.split("\0")) - {""} if done.returncode == 0 else set()
+
+    return listed("ls-files") - listed("diff", "--name-only", "HEAD")
 
 
 def _left_out(root: Path, relative: Path, keep: Sequence[str]) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -113,3 +114,19 @@ def test_parking_refuses_uncommitted_code_in_one_line(tmp_path: Path, capsys) ->
     assert not (tmp_path / "run.tar.gz").exists()
     assert cli.main(["unpark", str(tmp_path / "missing.tar.gz"), "--root", str(tmp_path)]) == 2
     assert capsys.readouterr().err.startswith("crfbench unpark: error: ")
+
+
+def test_files_the_commit_holds_unchanged_are_left_out(tmp_path: Path) -> None:
+    """A checkout of the commit has them already; a committed file the run rewrote is packed."""
+    root = make_run(tmp_path / "source")
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "results/metrics.csv", "reports/README.md"], check=True)
+    subprocess.run([*git, "commit", "-qm", "committed run"], check=True)
+    (root / "results/metrics.csv").write_text("a\n1\n")  # remade by the run
+    archive = tmp_path / "run.tar.gz"
+    park(root, archive, revision=REVISION)
+    with tarfile.open(archive) as tar:
+        names = set(tar.getnames())
+    assert "results/metrics.csv" in names and "results/runs/en/L0/bcrf/1/train.json" in names
+    assert "reports/README.md" not in names
