@@ -9,7 +9,8 @@ Snakemake, run again without ``--forcerun``, finds every finished job up to date
 the rest (like a Snakemake storage plugin's remote copy, with the archive as the store).
 
 Left out, as a checkout of the commit holds them already: the files it commits, unchanged (its
-committed results that the run has not remade yet). Left out, as large and never read again: the
+committed results that the run has not remade yet); the archive keeps their times, and the
+committed files the run deleted, for ``unpark`` to restore. Left out, as large and never read again: the
 frozen-feature cache (a training job refills what it needs), training checkpoints (a run cut off
 mid-training starts again from scratch), and a run's model once its evaluation is written
 (``schema.EVALUATION_FILE``), except those matched by ``keep`` (the pipeline's sweep and timing
@@ -23,6 +24,7 @@ import argparse
 import fnmatch
 import io
 import json
+import os
 import subprocess
 import tarfile
 from collections.abc import Iterator, Sequence
@@ -54,30 +56,32 @@ class Parked:
     bytes: int
 
 
-def parked_files(root: Path, keep: Sequence[str] = PIPELINE_KEPT_MODELS) -> Iterator[Path]:
+def parked_files(
+    root: Path, keep: Sequence[str] = PIPELINE_KEPT_MODELS, unchanged: frozenset[str] = frozenset()
+) -> Iterator[Path]:
     """The files under ``root`` that a parked archive holds (see the module docstring), relative
-    to ``root``, in a stable order. Files the commit holds unchanged are left out: a checkout of
-    it has them already."""
-    committed = _unchanged_committed_files(root)
+    to ``root``, in a stable order; ``unchanged`` (POSIX paths) are left out: the files the commit
+    holds as they are, which a checkout of it has already."""
     for folder in PARKED_FOLDERS:
         for path in sorted((root / folder).rglob("*")):
             relative = path.relative_to(root)
-            if relative.as_posix() in committed or not path.is_file() or path.is_symlink():
+            if relative.as_posix() in unchanged or not path.is_file() or path.is_symlink():
                 continue
             if not _left_out(root, relative, keep):
                 yield relative
 
 
-def _unchanged_committed_files(root: Path) -> set[str]:
-    """The paths (relative, POSIX) of the files that git tracks under ``root`` and that match its
-    HEAD; none where ``root`` is no git checkout."""
+def committed_state(root: Path) -> tuple[frozenset[str], frozenset[str]]:
+    """The files that git tracks under ``root``'s parked folders: those as the commit holds them,
+    and those the run deleted (POSIX paths); none where ``root`` is no git checkout."""
 
-    def listed(*arguments: str) -> set[str]:
+    def listed(*arguments: str) -> frozenset[str]:
         command = ["git", "-C", str(root), *arguments, "-z", "--", *PARKED_FOLDERS]
         done = subprocess.run(command, capture_output=True, text=True, timeout=60)
-        return set(done.stdout.split("\0")) - {""} if done.returncode == 0 else set()
+        return frozenset(done.stdout.split("\0")) - {""} if done.returncode == 0 else frozenset()
 
-    return listed("ls-files") - listed("diff", "--name-only", "HEAD")
+    deleted = listed("ls-files", "--deleted")
+    return listed("ls-files") - listed("diff", "--name-only", "HEAD"), deleted
 
 
 def _left_out(root: Path, relative: Path, keep: Sequence[str]) -> bool:
@@ -108,9 +112,18 @@ def park(
     revision = revision or environment.revision(root)
     if revision is None or revision.endswith("+dirty"):
         raise ValueError(f"{root}: not a clean git checkout ({revision or 'no git'}): commit before parking")
-    files = list(parked_files(root, keep))
+    unchanged, deleted = committed_state(root)
+    files = list(parked_files(root, keep, unchanged))
     size = sum((root / path).stat().st_size for path in files)
-    manifest = {"revision": revision, "files": len(files), "bytes": size}
+    manifest = {
+        "revision": revision,
+        "files": len(files),
+        "bytes": size,
+        # A checkout's committed files are as new as the checkout: unpark gives them back the run's
+        # times (an output older than its inputs is one Snakemake remakes), and deletes what it deleted.
+        "committed_times": {name: (root / name).stat().st_mtime_ns for name in sorted(unchanged)},
+        "deleted": sorted(deleted),
+    }
 
     def write(temporary: Path) -> None:
         with tarfile.open(temporary, "w:gz") as tar:
@@ -152,12 +165,22 @@ def unpark(archive: Path, root: Path, revision: str | None = None) -> Parked:
             f"{archive}: parked at {manifest['revision']}, but {root} is at {revision}: "
             f"check out {manifest['revision']} (a clean worktree) and unpark there"
         )
+    times: dict[str, int] = manifest.get("committed_times", {})
+    deleted: list[str] = manifest.get("deleted", [])
+    for name in [*times, *deleted]:
+        if not _inside_parked_folders(name):
+            raise ValueError(f"{archive}: {name!r} is not a file of a parked run")
     with tarfile.open(archive, "r:gz") as tar:
         members = [member for member in tar.getmembers() if member.name != MANIFEST]
         for member in members:
             if not member.isfile() or not _inside_parked_folders(member.name):
                 raise ValueError(f"{archive}: {member.name!r} is not a file of a parked run")
         tar.extractall(root, members=members, filter="data")
+    for name in deleted:
+        (root / name).unlink(missing_ok=True)
+    for name, mtime in times.items():
+        if (root / name).is_file():
+            os.utime(root / name, ns=(mtime, mtime))
     size = sum(member.size for member in members)
     return Parked(manifest["revision"], len(members), size)
 

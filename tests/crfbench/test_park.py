@@ -116,17 +116,28 @@ def test_parking_refuses_uncommitted_code_in_one_line(tmp_path: Path, capsys) ->
     assert capsys.readouterr().err.startswith("crfbench unpark: error: ")
 
 
-def test_files_the_commit_holds_unchanged_are_left_out(tmp_path: Path) -> None:
-    """A checkout of the commit has them already; a committed file the run rewrote is packed."""
+def test_files_the_commit_holds_unchanged_are_left_out_and_get_back_their_times(tmp_path: Path) -> None:
+    """A checkout of the commit has them already, newer than the run's outputs: unpark gives them
+    the run's times and deletes the committed files the run deleted; a rewritten one is packed."""
     root = make_run(tmp_path / "source")
-    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run([*git, "init", "-q"], check=True)
-    subprocess.run([*git, "add", "results/metrics.csv", "reports/README.md"], check=True)
-    subprocess.run([*git, "commit", "-qm", "committed run"], check=True)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    committed = ["results/metrics.csv", "reports/README.md", "results/features/en/frozen.json"]
+    subprocess.run([*git, "-C", str(root), "init", "-q"], check=True)
+    subprocess.run([*git, "-C", str(root), "add", *committed], check=True)
+    subprocess.run([*git, "-C", str(root), "commit", "-qm", "committed run"], check=True)
     (root / "results/metrics.csv").write_text("a\n1\n")  # remade by the run
+    (root / "results/features/en/frozen.json").unlink()  # its job was cut off
     archive = tmp_path / "run.tar.gz"
     park(root, archive, revision=REVISION)
     with tarfile.open(archive) as tar:
         names = set(tar.getnames())
     assert "results/metrics.csv" in names and "results/runs/en/L0/bcrf/1/train.json" in names
     assert "reports/README.md" not in names
+    target = tmp_path / "clone"
+    subprocess.run([*git, "clone", "-q", str(root), str(target)], check=True)
+    assert (target / "results/features/en/frozen.json").exists()
+    unpark(archive, target, revision=REVISION)
+    assert not (target / "results/features/en/frozen.json").exists()
+    for name in ("reports/README.md", "results/metrics.csv"):  # to the microsecond, as tar keeps it
+        assert (target / name).stat().st_mtime_ns // 1000 == (root / name).stat().st_mtime_ns // 1000, name
+    assert (target / "results/metrics.csv").read_text() == "a\n1\n"
